@@ -1,0 +1,158 @@
+"""Live validation on this machine: calibrate, then measure and predict a model zoo, in one run.
+
+    python benchmarks/validate.py --framework eager            # calibrate + validate (~10 min)
+    python benchmarks/validate.py --profile P.json --models resnet18@112 --batches 1,8
+
+Writes benchmarks/results/cpu-<framework>.csv (one row per model × batch),
+cpu-<framework>-summary.md (median / P90 APE, share within ±20%, Spearman ρ, for ftmodel and the
+MACs-proxy baseline fitted on the same points), cpu-<framework>.png (predicted vs measured) and
+the profile used, cpu-profile.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ftmodel.api import Predictor  # noqa: E402
+from ftmodel.hardware.profile import read_profile  # noqa: E402
+from ftmodel.measure import set_threads  # noqa: E402
+from ftmodel.validation import LivePoint, compare_live, macs_proxy, summarize  # noqa: E402
+from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _plot(points: list[LivePoint], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = macs_proxy(points)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharex=True, sharey=True)
+    meas = [p.measured_s * 1e3 for p in points]
+    for ax, pred, label in ((axes[0], [p.predicted_s * 1e3 for p in points], "ftmodel"),
+                            (axes[1], list(base * 1e3), "MACs proxy (a + b·MACs)")):
+        models = sorted({p.model for p in points})
+        cmap = plt.get_cmap("tab20")
+        for i, m in enumerate(models):
+            xs = [x for x, p in zip(meas, points) if p.model == m]
+            ys = [y for y, p in zip(pred, points) if p.model == m]
+            ax.scatter(xs, ys, s=18, color=cmap(i % 20), label=m)
+        lo, hi = min(meas + pred) * 0.8, max(meas + pred) * 1.25
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="0.9")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured latency (ms)")
+        ax.set_title(label)
+    axes[0].set_ylabel("predicted latency (ms)")
+    axes[0].legend(fontsize=6, loc="upper left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _write_summary(points: list[LivePoint], path: Path, args: argparse.Namespace,
+                   profile_path: Path, elapsed_s: float, threads: int) -> dict[str, dict[str, float]]:
+    s = summarize(points)
+    f, b = s["ftmodel"], s["macs_proxy"]
+    lines = [
+        f"# Live validation: {args.framework} on this CPU",
+        "",
+        f"- machine: {platform.processor() or platform.machine()}, {threads} threads, "
+        f"torch {torch.__version__}",
+        f"- profile: `{profile_path.relative_to(ROOT) if profile_path.is_relative_to(ROOT) else profile_path}`",
+        f"- points: {len(points)} ({len({p.model for p in points})} models × batches "
+        f"{sorted({p.batch for p in points})}); run took {elapsed_s:.0f} s",
+        f"- command: `python benchmarks/validate.py {' '.join(sys.argv[1:])}`",
+        f"- noise: median round spread {f['median_spread']:.1%}, max "
+        f"{max(p.spread for p in points):.1%} (slowest round / fastest round − 1)",
+        "",
+        "| predictor | median APE | P90 APE | within ±20% | Spearman ρ |",
+        "|---|---|---|---|---|",
+        f"| ftmodel | {f['median_ape']:.1%} | {f['p90_ape']:.1%} | {f['within_20pct']:.0%} | "
+        f"{f['spearman']:.3f} |",
+        f"| MACs proxy (a + b·MACs, fitted on these points) | {b['median_ape']:.1%} | "
+        f"{b['p90_ape']:.1%} | {b['within_20pct']:.0%} | {b['spearman']:.3f} |",
+        "",
+        "## Per model (median APE over batches)",
+        "",
+        "| model | median APE | batch-1 measured ms | batch-1 predicted ms | regime at batch 1 |",
+        "|---|---|---|---|---|",
+    ]
+    for m in dict.fromkeys(p.model for p in points):
+        pts = [p for p in points if p.model == m]
+        apes = sorted(p.ape for p in pts)
+        first = min(pts, key=lambda p: p.batch)
+        lines.append(f"| {m} | {apes[len(apes) // 2]:.1%} | {first.measured_s * 1e3:.2f} | "
+                     f"{first.predicted_s * 1e3:.2f} | {first.regime} |")
+    path.write_text("\n".join(lines) + "\n")
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--framework", default="eager")
+    ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
+    ap.add_argument("--models", default=",".join(VALIDATION_SET))
+    ap.add_argument("--batches", default="1,2,4,8,16,32")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick-calibration", action="store_true")
+    ap.add_argument("--out-dir", default=str(RESULTS))
+    args = ap.parse_args(argv)
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = set_threads(args.threads)
+    started = time.time()
+    if args.profile:
+        profile_path = Path(args.profile)
+        profile = read_profile(profile_path)
+    else:
+        from calibration.suite import calibrate
+        profile_path = out / "cpu-profile.json"
+        profile = calibrate("cpu", (args.framework,), profile_path, threads=threads,
+                            quick=args.quick_calibration, progress=sys.stderr.isatty())
+        print(f"calibrated in {profile.provenance['duration_s']} s -> {profile_path}", flush=True)
+    predictor = Predictor(args.framework, profile)
+    batches = [int(b) for b in args.batches.split(",")]
+    points: list[LivePoint] = []
+    for name in args.models.split(","):
+        zm = get_model(name)
+        torch.manual_seed(0)
+        t0 = time.time()
+        pts = compare_live(zm.name, zm.build(), zm.make_inputs, batches, predictor,
+                           rounds=args.rounds)
+        points += pts
+        worst = max(pts, key=lambda p: p.ape)
+        print(f"{zm.name:<24} {time.time() - t0:5.1f}s  " + "  ".join(
+            f"b{p.batch}:{p.measured_s * 1e3:.1f}/{p.predicted_s * 1e3:.1f}" for p in pts)
+            + f"  worst APE {worst.ape:.0%}", flush=True)
+    stem = f"cpu-{args.framework}"
+    with open(out / f"{stem}.csv", "w", newline="") as f:
+        rows = [asdict(p) | {"ape": p.ape} for p in points]
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    s = _write_summary(points, out / f"{stem}-summary.md", args, profile_path,
+                       time.time() - started, threads)
+    _plot(points, out / f"{stem}.png", f"{args.framework} on this CPU: predicted vs measured")
+    print((out / f"{stem}-summary.md").read_text())
+    return 0 if s["ftmodel"]["median_ape"] <= 1.0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""Host dispatch overhead of PyTorch eager, measured with programs of tiny ops.
+
+Each program is an nn.Module whose forward repeats one pattern ``REPEAT`` times on tensors of a
+few elements, so kernel work is negligible and the time is host cost: Python, ``nn.Module`` calls,
+argument parsing, the dispatcher, allocation. The same tracer the predictor uses counts each
+program's host events (module calls, torch calls, views, allocations, kernels by op class); a
+non-negative least-squares fit of measured time against those counts, in relative error, gives
+seconds per event. Patterns are generic building blocks, never models from the validation zoo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.optimize import nnls
+from torch import nn
+
+__all__ = ["HostProgram", "host_programs", "fit_event_costs", "REPEAT"]
+
+REPEAT = 40
+
+
+@dataclass
+class HostProgram:
+    name: str
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+
+
+class _Repeat(nn.Module):
+    """forward(x) = step applied REPEAT times (step is a function or a ModuleList)."""
+
+    def __init__(self, step: Callable[..., torch.Tensor] | None = None,
+                 modules: list[nn.Module] | None = None, chain: bool = False) -> None:
+        super().__init__()
+        self.step = step
+        self.mods = nn.ModuleList(modules or [])
+        self.chain = chain
+
+    def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        y = x
+        if len(self.mods):
+            for m in self.mods:
+                y = m(y if self.chain else x, *extra)
+            return y
+        assert self.step is not None
+        for _ in range(REPEAT):
+            y = self.step(y if self.chain else x, *extra)
+        return y
+
+
+class _Block(nn.Module):
+    """A tiny residual MLP block with nested submodules (module-call-heavy glue)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, d)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+class _ConvBlock(nn.Module):
+    def __init__(self, c: int, groups: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1, groups=groups, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.bn(self.conv(x)))
+
+
+class _Attn(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape  # (B, S, D)
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v)  # (B, H, S, Dh)
+        return x + self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+def _mods(factory: Callable[[], nn.Module], n: int = REPEAT) -> list[nn.Module]:
+    return [factory() for _ in range(n)]
+
+
+def host_programs() -> list[HostProgram]:
+    """The calibration programs, each on tensors of a few elements."""
+    v = torch.ones(4)  # (4,)
+    m = torch.ones(2, 4)  # (2, 4)
+    img = torch.ones(1, 2, 4, 4)  # (N, C, H, W)
+    seq = torch.ones(1, 4, 8)  # (B, S, D)
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    P = HostProgram
+    return [
+        P("relu_fn", _Repeat(torch.relu), (v,)),
+        P("add_scalar", _Repeat(lambda x: x + 1.0), (v,)),
+        P("mul_tensor", _Repeat(lambda x, y: x * y), (v, v)),
+        P("add_inplace", _Repeat(lambda x: x.add_(0.0)), (v.clone(),)),
+        P("sigmoid_chain", _Repeat(torch.sigmoid, chain=True), (v,)),
+        P("view", _Repeat(lambda x: x.view(2, 2)), (v,)),
+        P("transpose", _Repeat(lambda x: x.transpose(0, 1)), (m,)),
+        P("getitem", _Repeat(lambda x: x[0]), (m,)),
+        P("empty", _Repeat(lambda x: torch.empty(4)), (v,)),
+        P("identity_modules", _Repeat(modules=_mods(nn.Identity)), (v,)),
+        P("relu_modules", _Repeat(modules=_mods(nn.ReLU)), (v,)),
+        P("linear_modules", _Repeat(modules=_mods(lambda: nn.Linear(4, 4))), (m,)),
+        P("linear_fn", _Repeat(lambda x, w: F.linear(x, w)), (m, torch.ones(4, 4))),
+        P("matmul_2d", _Repeat(lambda x, w: x @ w), (m, torch.ones(4, 4))),
+        P("bmm", _Repeat(lambda x: torch.bmm(x, x.transpose(1, 2))), (seq,)),
+        P("conv_modules", _Repeat(modules=_mods(lambda: nn.Conv2d(2, 2, 3, padding=1))), (img,)),
+        P("dwconv_modules", _Repeat(modules=_mods(lambda: nn.Conv2d(2, 2, 3, padding=1, groups=2))),
+          (img,)),
+        P("bn_modules", _Repeat(modules=_mods(lambda: nn.BatchNorm2d(2).eval())), (img,)),
+        P("ln_modules", _Repeat(modules=_mods(lambda: nn.LayerNorm(8))), (seq,)),
+        P("gelu_modules", _Repeat(modules=_mods(nn.GELU)), (seq,)),
+        P("softmax", _Repeat(lambda x: torch.softmax(x, -1)), (seq,)),
+        P("mean", _Repeat(lambda x: x.mean(-1)), (seq,)),
+        P("maxpool", _Repeat(lambda x: F.max_pool2d(x, 2)), (img,)),
+        P("avgpool_adaptive", _Repeat(lambda x: F.adaptive_avg_pool2d(x, 1)), (img,)),
+        P("embedding_modules", _Repeat(modules=_mods(lambda: nn.Embedding(8, 4))), (ids,)),
+        P("cat", _Repeat(lambda x: torch.cat([x, x], 0)), (m,)),
+        P("contiguous_t", _Repeat(lambda x: x.t().contiguous()), (m,)),
+        P("reshape_permuted", _Repeat(lambda x: x.permute(0, 2, 1).reshape(1, -1)), (seq,)),
+        P("sdpa", _Repeat(lambda x: F.scaled_dot_product_attention(x, x, x)), (seq.view(1, 1, 4, 8),)),
+        P("mlp_blocks", _Repeat(modules=_mods(lambda: _Block(8), REPEAT // 4), chain=True), (seq,)),
+        P("conv_blocks", _Repeat(modules=_mods(lambda: _ConvBlock(2), REPEAT // 4), chain=True),
+          (img,)),
+        P("attn_blocks", _Repeat(modules=_mods(lambda: _Attn(8, 2), REPEAT // 4), chain=True),
+          (seq,)),
+    ]
+
+
+def fit_event_costs(event_counts: list[dict[str, int]], times_s: list[float]
+                    ) -> dict[str, float]:
+    """Seconds per host event from programs' counts and times (NNLS on relative error)."""
+    kinds = sorted({k for counts in event_counts for k, c in counts.items() if c})
+    a = np.array([[counts.get(k, 0) for k in kinds] for counts in event_counts], dtype=float)
+    t = np.asarray(times_s, dtype=float)
+    w = 1.0 / t  # relative error: each program counts alike whatever its length
+    coef, _ = nnls(a * w[:, None], t * w)
+    return {k: float(c) for k, c in zip(kinds, coef)}

@@ -1,0 +1,199 @@
+"""The calibration suite: measure this machine once, write a versioned JSON profile.
+
+``calibrate(device="cpu", frameworks=("eager",), out=...)`` runs, in order:
+
+1. host programs (``calibration.dispatch``): tiny-op programs, timed, and a non-negative fit of
+   seconds per host event (module call, torch call, view, allocation, kernel by op class);
+2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed; the device
+   time of each is its time minus the host cost the fit predicts for it.
+
+After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
+what it measured (``provenance.complete`` is false and the missing op classes are listed). On CUDA
+the same code runs with CUDA-event timing and the device is marked asynchronous.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from calibration.dispatch import HostProgram, fit_event_costs, host_programs
+from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from ftmodel.frameworks import eager
+from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
+                                      OpClassData, write_profile)
+from ftmodel.hardware.registry import default_profile_path
+from ftmodel.measure import measure_interleaved, set_threads
+from ftmodel.tracing.dispatch import trace
+
+__all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
+
+SUPPORTED_FRAMEWORKS = ("eager",)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+    prog = eager.lower(trace(module, tuple(inputs)))
+    return {k: int(v) for k, v in prog.host_events.items() if v}
+
+
+def _to(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
+        ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return module.to(device).eval(), tuple(t.to(device) for t in inputs)
+
+
+def _caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
+    def call() -> object:
+        with torch.no_grad():
+            return module(*inputs)
+    return call
+
+
+class _Progress:
+    """A rich progress bar when asked for, else nothing."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.bar: Any = None
+        if enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn)
+            self.bar = Progress(TextColumn("[bold]calibrate[/] {task.description:<34}"),
+                                BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total)
+
+    def step(self, desc: str, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n, description=desc)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
+                   device: str, rounds: int, round_s: float) -> dict[str, tuple[float, float]]:
+    fns = {}
+    for label, module, inputs in items:
+        m, xs = _to(module, inputs, device)
+        fns[label] = _caller(m, xs)
+    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    return {str(k): (v.time_s, v.spread) for k, v in res.items()}
+
+
+def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: float,
+                progress: _Progress) -> FrameworkHost:
+    counts = [_events(p.module, p.inputs) for p in programs]
+    measured = _measure_group([(p.name, p.module, p.inputs) for p in programs], device, rounds,
+                              round_s)
+    progress.step("host dispatch programs", len(programs))
+    times = [measured[p.name][0] for p in programs]
+    costs = fit_event_costs(counts, times)
+    samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
+                    for p, c, t in zip(programs, counts, times))
+    return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+
+
+def _class_stage(samples: list[OpSample], host: FrameworkHost, device: str, rounds: int,
+                 round_s: float) -> tuple[OpClassData, list[dict[str, Any]]]:
+    measured = _measure_group([(s.label, s.module, s.inputs) for s in samples], device, rounds,
+                              round_s)
+    rows: list[tuple[float, float, float, float]] = []
+    raw: list[dict[str, Any]] = []
+    for s in samples:
+        prog = eager.lower(trace(s.module, s.inputs))
+        host_s = sum(c * host.per_event_s.get(e, 0.0) for e, c in prog.host_events.items())
+        main = max((k for k in prog.kernels if k.op_class == s.op_class),
+                   key=lambda k: (k.macs, k.bytes_total), default=None)
+        if main is None:  # the op lowered to another class on this build; keep it honest
+            main = max(prog.kernels, key=lambda k: (k.macs, k.bytes_total))
+        total_s, spread = measured[s.label]
+        device_s = max(total_s - host_s, 1e-9)
+        rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written), device_s))
+        raw.append({"label": s.label, "total_s": total_s, "host_s": host_s, "spread": spread})
+    return OpClassData(model="samples", samples=tuple(rows)), raw
+
+
+def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
+              out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
+              quick: bool = False, progress: bool = True, name: str | None = None
+              ) -> HardwareProfile:
+    """Measure this machine and write its profile to ``out`` (default: the user cache)."""
+    fws = tuple(frameworks)
+    unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"cannot calibrate framework(s) {unknown}; supported: "
+                         f"{', '.join(SUPPORTED_FRAMEWORKS)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device!r} requested but CUDA is not available here; "
+                           "use --device cpu or run on a machine with an NVIDIA GPU")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+    n_threads = set_threads(threads)
+    name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
+    path = Path(out) if out is not None else default_profile_path(name)
+    rounds, round_s = (3, 0.015) if quick else (5, 0.03)
+    programs = host_programs()
+    sweeps = op_samples(quick)
+    total = len(programs) + sum(len(v) for v in sweeps.values())
+    bar = _Progress(progress, total)
+    started = time.time()
+    dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
+    provenance: dict[str, Any] = {
+        "device": dev_name, "host_cpu": _cpu_name(), "hostname": socket.gethostname(),
+        "threads": n_threads, "torch": torch.__version__, "date": _dt.datetime.now(
+            _dt.timezone.utc).isoformat(timespec="seconds"),
+        "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
+        "frameworks": list(fws), "complete": False,
+    }
+    host = HostProfile(name=f"{name}-host", cpu=_cpu_name(), threads=n_threads, frameworks={})
+    classes: dict[str, OpClassData] = {}
+    raw: dict[str, list[dict[str, Any]]] = {}
+
+    def snapshot(complete: bool) -> HardwareProfile:
+        provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
+                          missing_op_classes=[c for c in OP_SWEEP_CLASSES if c not in classes],
+                          raw_op_times=raw)
+        dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
+                            execution="sync" if device == "cpu" else "async",
+                            op_classes=dict(classes), dtypes=("fp32",))
+        return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
+                               provenance=dict(provenance))
+
+    try:
+        with torch.no_grad():
+            fh = _host_stage(programs, device, rounds, round_s, bar)
+            host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+            for cls in OP_SWEEP_CLASSES:
+                if not sweeps[cls]:
+                    continue
+                classes[cls], raw[cls] = _class_stage(sweeps[cls], fh, device, rounds, round_s)
+                bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
+                write_profile(snapshot(False), path)
+    except KeyboardInterrupt:
+        bar.close()
+        if classes or host.frameworks:
+            write_profile(snapshot(False), path)
+        raise
+    bar.close()
+    profile = snapshot(True)
+    write_profile(profile, path)
+    return profile

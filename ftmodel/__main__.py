@@ -1,0 +1,3 @@
+from ftmodel.cli import main
+
+raise SystemExit(main())

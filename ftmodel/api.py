@@ -1,0 +1,242 @@
+"""The public API: predict_latency, crossover_batch, trace, load_profile.
+
+``predict_latency`` traces the model on fake tensors at each batch, lowers the trace to what the
+framework launches, prices host events with the host profile and kernels with the device profile,
+and runs the host/device timelines. The crossover batch comes from the same predicted curves
+over continuous batch: per-kernel work is affine in batch (traced at batch 1 and 2), host
+overhead is constant in batch.
+"""
+
+from __future__ import annotations
+
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ftmodel.errors import InvalidArgumentError, ProfileError
+from ftmodel.estimate.kernels import DeviceModel
+from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
+from ftmodel.frameworks.base import Framework, Kernel, Program, get_framework
+from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostProfile
+from ftmodel.hardware.registry import load_profile
+from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.inputs import InputSpec, check_batch
+from ftmodel.tracing.records import Trace
+
+__all__ = ["Prediction", "LayerCost", "predict_latency", "crossover_batch", "trace",
+           "load_profile", "DTYPES", "Predictor"]
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+          "bf16": torch.bfloat16}
+_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
+                  "bfloat16": "bf16"}
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Predicted cost of one module path (kernels attributed to their innermost module)."""
+
+    module_path: str
+    n_launches: int
+    macs: int
+    host_s: float
+    device_s: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A latency prediction for one model, framework, device and batch size."""
+
+    framework: str
+    device: str
+    batch: int
+    dtype: str
+    latency_s: float
+    overhead_s: float  # host time: framework dispatch, module calls, launches
+    compute_s: float  # summed device kernel time
+    closed_form_s: float  # max(overhead_s, compute_s)
+    regime: str  # "framework-bound" | "compute-bound"
+    framework_tax: float  # share of latency not covered by device compute
+    n_launches: int
+    macs: int
+    crossover_batch: float | None
+    layers: tuple[LayerCost, ...] = ()
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latency_ms(self) -> float:
+        return self.latency_s * 1e3
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "framework", "device", "batch", "dtype", "latency_s", "overhead_s", "compute_s",
+            "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch")}
+
+
+def _canonical_dtype(dtype: str) -> str:
+    key = _DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
+    if key not in DTYPES:
+        raise InvalidArgumentError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return key
+
+
+def _resolve_profile(gpu: Any) -> HardwareProfile:
+    if isinstance(gpu, str) and gpu.strip().lower() == "auto":
+        from ftmodel.hardware.nvml import local_gpu_profile_name
+        name = local_gpu_profile_name()
+        return load_profile(name if name is not None else "local-cpu")
+    return load_profile(gpu)
+
+
+def _framework_host(profile: HardwareProfile, host: Any, fw: Framework,
+                    warnings: list[str]) -> tuple[FrameworkHost, str]:
+    host_prof: HostProfile | None
+    if host is not None:
+        hp = load_profile(host)
+        if hp.host is None:
+            raise ProfileError(f"host profile {hp.name!r} has no host half (it describes a device "
+                               "only); pass a calibrated CPU profile as host=")
+        host_prof = hp.host
+    else:
+        host_prof = profile.host
+    if host_prof is None:
+        raise ProfileError(f"profile {profile.name!r} has no host half; pass host= a calibrated "
+                           "profile (`ftmodel calibrate --device cpu`)")
+    key = fw.host_events_from or fw.name
+    if key not in host_prof.frameworks:
+        raise ProfileError(
+            f"host profile {host_prof.name!r} has no costs for framework {fw.name!r} (it has: "
+            f"{', '.join(sorted(host_prof.frameworks)) or 'none'}); calibrate it with "
+            f"`ftmodel calibrate --frameworks {fw.name}`")
+    return host_prof.frameworks[key], host_prof.name
+
+
+def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
+    acc: dict[str, list[float]] = {}
+    for k, o, d in zip(program.kernels, tl.host_s.tolist(), tl.device_s.tolist()):
+        row = acc.setdefault(k.module_path, [0, 0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += k.macs
+        row[2] += o
+        row[3] += d
+    return tuple(LayerCost(p, int(r[0]), int(r[1]), r[2], r[3]) for p, r in acc.items())
+
+
+def _scaled(k1: Kernel, k2: Kernel, b: float) -> tuple[float, float, float]:
+    """Kernel work at continuous batch b, affine through batch 1 and 2."""
+    lin = lambda a, c: max(0.0, a + (c - a) * (b - 1.0))  # noqa: E731
+    return (lin(k1.macs, k2.macs), lin(k1.bytes_read, k2.bytes_read),
+            lin(k1.bytes_written, k2.bytes_written))
+
+
+class Predictor:
+    """Predictions for one framework and profile; reuses device curves across calls."""
+
+    def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
+                 dtype: str = "fp32") -> None:
+        self.framework = get_framework(framework)
+        self.profile = _resolve_profile(gpu)
+        self.dtype = _canonical_dtype(dtype)
+        self.warnings: list[str] = []
+        if self.framework.needs_gpu and self.profile.device.type == "cpu":
+            raise InvalidArgumentError(
+                f"framework {self.framework.name!r} needs a GPU profile, but {self.profile.name!r}"
+                " is a CPU profile; pass gpu= a built-in GPU name (see `ftmodel profiles`)")
+        if self.dtype not in self.profile.device.dtypes:
+            raise InvalidArgumentError(
+                f"dtype {self.dtype!r} is not supported by profile {self.profile.name!r} "
+                f"(supports: {', '.join(self.profile.device.dtypes)})")
+        self.fw_host, self.host_name = _framework_host(self.profile, host, self.framework,
+                                                       self.warnings)
+        self.device_model = DeviceModel(self.profile.device)
+
+    def trace(self, model: nn.Module, inputs: InputSpec, batch: int) -> Trace:
+        return trace(model, inputs, batch, dtype=DTYPES[self.dtype])
+
+    def timeline(self, program: Program, warnings: list[str]) -> Timeline:
+        dev = self.profile.device
+        host_s = host_costs_s(program, self.fw_host, warnings)
+        device_s = self.device_model.kernel_times_s(program.kernels, warnings)
+        return run_timeline(host_s, device_s, execution=dev.execution,
+                            per_call_s=self.fw_host.per_call_s,
+                            launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
+
+    def crossover(self, p1: Program, p2: Program, warnings: list[str]) -> float | None:
+        if len(p1.kernels) != len(p2.kernels) or any(
+                a.op_class != b.op_class for a, b in zip(p1.kernels, p2.kernels)):
+            warnings.append("crossover batch not computed: the kernel sequence changes with "
+                            "batch size")
+            return None
+        tl1 = self.timeline(p1, [])
+        overhead = tl1.overhead_s
+
+        def compute_at(b: float) -> float:
+            work = [_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels)]
+            ks = tuple(Kernel(k.op_class, int(m), int(r), int(w), k.module_path, k.members)
+                       for k, (m, r, w) in zip(p1.kernels, work))
+            return float(self.device_model.kernel_times_s(ks).sum())
+
+        return crossover(lambda b: overhead, compute_at)
+
+    def predict(self, model: nn.Module, batches: Sequence[int], inputs: InputSpec = None
+                ) -> list[Prediction]:
+        batches = [check_batch(b) for b in batches]
+        traces: dict[int, Trace] = {}
+
+        def program(b: int) -> Program:
+            if b not in traces:
+                traces[b] = self.trace(model, inputs, b)
+            return self.framework.lower(traces[b])
+
+        warn_x: list[str] = []
+        xover = self.crossover(program(1), program(2), warn_x)
+        out = []
+        for b in batches:
+            warnings = list(self.warnings)
+            prog = program(b)
+            tl = self.timeline(prog, warnings)
+            warnings += list(prog.warnings) + warn_x
+            out.append(Prediction(
+                framework=self.framework.name, device=self.profile.name, batch=b,
+                dtype=self.dtype, latency_s=tl.latency_s, overhead_s=tl.overhead_s,
+                compute_s=tl.compute_s, closed_form_s=tl.closed_form_s, regime=tl.regime,
+                framework_tax=tl.framework_tax, n_launches=prog.n_launches, macs=prog.macs,
+                crossover_batch=xover, layers=_layers(prog, tl),
+                warnings=tuple(dict.fromkeys(warnings)),
+                extra={"host": self.host_name, "profile_kind": self.profile.kind},
+            ))
+        return out
+
+
+def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto",
+                    batch: int | Sequence[int] = 1, *, inputs: InputSpec = None,
+                    dtype: str = "fp32", host: Any = None) -> Any:
+    """Predict the inference latency of ``model`` (a Prediction, or a list for a list of batches).
+
+    ``gpu`` is a built-in profile name, a calibrated profile path or object, or "auto" (the local
+    GPU via NVML, else this machine's calibrated CPU profile). ``host`` overrides the host half.
+    """
+    if not isinstance(model, nn.Module):
+        raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    predictor = Predictor(framework, gpu, host=host, dtype=dtype)
+    if isinstance(batch, (list, tuple, range, np.ndarray)):
+        return predictor.predict(model, [int(b) if isinstance(b, np.integer) else b
+                                         for b in batch], inputs)
+    return predictor.predict(model, [batch], inputs)[0]  # type: ignore[list-item]
+
+
+def crossover_batch(model: nn.Module, framework: str = "eager", gpu: Any = "auto", *,
+                    inputs: InputSpec = None, dtype: str = "fp32", host: Any = None
+                    ) -> float | None:
+    """The batch size at which ``model`` turns compute-bound (None: one regime throughout)."""
+    return predict_latency(model, framework, gpu, 1, inputs=inputs, dtype=dtype,
+                           host=host).crossover_batch
+
+
+

@@ -1,0 +1,133 @@
+"""Device time of each kernel, from a device profile's per-op-class data.
+
+Two kinds of op-class data:
+
+* ``samples`` (calibrated): rows of ``[macs, bytes_read, bytes_written, time_s]`` measured by the
+  calibration suite, where ``time_s`` is the kernel time above the tiny-size floor (the floor is
+  host cost). A kernel's time is ``work × throughput⁻¹`` with the inverse throughput interpolated
+  by distance-weighted nearest neighbours in log-feature space (features: log MACs and log bytes
+  for matrix-like classes, log bytes read/written otherwise). Beyond the sampled range the
+  throughput of the nearest samples is kept, so time grows linearly with work.
+* ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
+  saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor.
+
+Work is MACs for matrix-like classes and bytes moved for the others. An op class missing from the
+profile borrows a related class's data and the estimate warns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftmodel.frameworks.base import Kernel
+from ftmodel.hardware.profile import DeviceProfile, OpClassData
+from ftmodel.tracing.formulas import MAC_CLASSES
+
+__all__ = ["DeviceModel", "FALLBACK_CLASS"]
+
+FALLBACK_CLASS = {
+    "gemm": "bmm", "bmm": "gemm", "attention": "bmm", "conv": "gemm", "conv_grouped": "conv",
+    "norm": "elementwise", "softmax": "elementwise", "reduction": "elementwise",
+    "pool": "elementwise", "embedding": "copy", "copy": "elementwise", "other": "copy",
+    "elementwise": "copy",
+}
+_EPS = 1.0
+
+
+def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+    if op_class in MAC_CLASSES:
+        return np.log(np.stack([macs + _EPS, br + bw + _EPS], axis=1))
+    return np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
+
+
+def _work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+    return (macs if op_class in MAC_CLASSES else br + bw) + _EPS
+
+
+@dataclass
+class _SampleCurve:
+    """Nearest-neighbour interpolation of log inverse throughput."""
+
+    op_class: str
+    feats: np.ndarray  # (M, F)
+    log_inv_tput: np.ndarray  # (M,)
+    k: int = 3
+
+    @classmethod
+    def fit(cls, op_class: str, data: OpClassData) -> _SampleCurve:
+        s = np.asarray(data.samples, dtype=np.float64)  # (M, 4)
+        macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(s[:, 3], 1e-9)
+        feats = _features(op_class, macs, br, bw)
+        return cls(op_class, feats, np.log(t / _work(op_class, macs, br, bw)),
+                   k=min(3, len(s)))
+
+    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+        q = _features(self.op_class, macs, br, bw)  # (N, F)
+        d = np.sqrt(((q[:, None, :] - self.feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+        idx = np.argsort(d, axis=1)[:, : self.k]  # (N, k)
+        dn = np.take_along_axis(d, idx, axis=1)
+        w = 1.0 / np.maximum(dn, 1e-3) ** 2
+        log_inv = (w * self.log_inv_tput[idx]).sum(1) / w.sum(1)
+        return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
+
+
+@dataclass
+class _Roofline:
+    params: dict[str, float]
+
+    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+        p = self.params
+        nbytes = br + bw
+        t_mem = nbytes / p["bandwidth_Bps"] * (1.0 + p.get("half_bytes", 0.0) / (nbytes + _EPS))
+        t = t_mem
+        if p.get("peak_macs_per_s", 0.0) > 0:
+            t_mac = macs / p["peak_macs_per_s"] * (1.0 + p.get("half_macs", 0.0) / (macs + _EPS))
+            t = np.maximum(t_mac, t_mem)
+        return np.maximum(t, p.get("floor_s", 0.0))
+
+
+class DeviceModel:
+    """Predicts device time per kernel for one DeviceProfile (curves built once)."""
+
+    def __init__(self, device: DeviceProfile) -> None:
+        self.device = device
+        self._curves: dict[str, _SampleCurve | _Roofline] = {}
+        for name, data in device.op_classes.items():
+            if data.model == "samples":
+                self._curves[name] = _SampleCurve.fit(name, data)
+            else:
+                self._curves[name] = _Roofline(dict(data.params))
+
+    def _curve_for(self, op_class: str, warnings: list[str]) -> _SampleCurve | _Roofline:
+        seen = [op_class]
+        cls = op_class
+        while cls not in self._curves:
+            cls = FALLBACK_CLASS.get(cls, "elementwise")
+            if cls in seen:
+                raise KeyError(f"device profile {self.device.name!r} has no usable op class data")
+            seen.append(cls)
+        if cls != op_class:
+            warnings.append(f"device profile {self.device.name!r} has no data for op class "
+                            f"{op_class!r}; used {cls!r} instead")
+        return self._curves[cls]
+
+    def kernel_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
+                       ) -> np.ndarray:
+        """Device seconds of each kernel, in order."""
+        warns: list[str] = [] if warnings is None else warnings
+        n = len(kernels)
+        out = np.zeros(n)
+        if n == 0:
+            return out
+        classes = np.array([k.op_class for k in kernels])
+        macs = np.array([k.macs for k in kernels], dtype=np.float64)
+        br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
+        bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
+        for cls in np.unique(classes):
+            sel = classes == cls
+            curve = self._curve_for(str(cls), warns)
+            out[sel] = curve(macs[sel], br[sel], bw[sel])
+        return np.maximum(out, self.device.kernel_floor_s)

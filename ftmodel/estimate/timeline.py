@@ -1,0 +1,92 @@
+"""Host and device timelines of one Program, the closed form, the regime and the crossover.
+
+For kernel i: host cost ``o_i`` and device time ``k_i``.
+
+* **sync** device (CPU): host and compute share one thread, latency = per_call + Σ(o_i + k_i).
+* **async** device (GPU): ``t_host += o_i; t_dev = max(t_dev, t_host + launch_latency) + k_i``;
+  latency = max(t_dev, t_host) + sync.
+* **closed form**: ``max(per_call + Σo, Σk)`` — the paper's piecewise framework-bound /
+  compute-bound model. The regime is "framework-bound" when the host branch is the larger.
+* **framework_tax**: the share of latency that device compute does not cover, 1 − Σk / latency.
+
+Host costs: non-kernel events (module calls, torch calls, views, allocations) are spread evenly
+over the kernels; each kernel adds its own ``kernel:<class>`` cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ftmodel.frameworks.base import Program
+from ftmodel.hardware.profile import FrameworkHost
+
+__all__ = ["Timeline", "host_costs_s", "run_timeline", "crossover"]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    latency_s: float
+    closed_form_s: float
+    overhead_s: float  # per_call + Σ o_i
+    compute_s: float  # Σ k_i
+    regime: str  # "framework-bound" | "compute-bound"
+    framework_tax: float  # share of latency not covered by device compute
+    host_s: np.ndarray  # o_i per kernel
+    device_s: np.ndarray  # k_i per kernel
+
+
+def host_costs_s(program: Program, host: FrameworkHost, warnings: list[str]) -> np.ndarray:
+    """o_i for each kernel: its own kernel event plus an even share of the other events."""
+    per = host.per_event_s
+    n = len(program.kernels)
+    missing = sorted({e for e, c in program.host_events.items() if c and e not in per
+                      and not e.startswith("kernel:")})
+    if missing:
+        warnings.append(f"host profile prices no {', '.join(missing)} events; counted as free")
+    default_kernel = per.get("kernel:elementwise", 0.0)
+    own = np.array([per.get(f"kernel:{k.op_class}", default_kernel) for k in program.kernels])
+    shared = sum(c * per.get(e, 0.0) for e, c in program.host_events.items()
+                 if not e.startswith("kernel:"))
+    if n == 0:
+        return own
+    return own + shared / n
+
+
+def run_timeline(host_s: np.ndarray, device_s: np.ndarray, *, execution: str,
+                 per_call_s: float = 0.0, launch_latency_s: float = 0.0,
+                 sync_s: float = 0.0) -> Timeline:
+    overhead = per_call_s + float(host_s.sum())
+    compute = float(device_s.sum())
+    if execution == "sync":
+        latency = overhead + compute
+    else:
+        t_host, t_dev = per_call_s, 0.0
+        for o, k in zip(host_s.tolist(), device_s.tolist()):
+            t_host += o
+            t_dev = max(t_dev, t_host + launch_latency_s) + k
+        latency = max(t_dev, t_host) + sync_s
+    closed = max(overhead, compute)
+    regime = "framework-bound" if overhead >= compute else "compute-bound"
+    tax = 1.0 - compute / latency if latency > 0 else 0.0
+    return Timeline(latency, closed, overhead, compute, regime, max(0.0, tax), host_s, device_s)
+
+
+def crossover(overhead_at: Callable[[float], float], compute_at: Callable[[float], float],
+              lo: float = 1.0, hi: float = 1024.0) -> float | None:
+    """The batch b in [lo, hi] where compute(b) = overhead(b), by root finding; None if none.
+
+    ``overhead_at`` and ``compute_at`` are the predicted curves over continuous batch.
+    """
+    f = lambda b: compute_at(b) - overhead_at(b)  # noqa: E731
+    grid = np.geomspace(lo, hi, 41)
+    vals = [f(b) for b in grid]
+    if vals[0] >= 0:
+        return None  # compute-bound from the start
+    for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:]):
+        if fa < 0 <= fb:
+            return float(brentq(f, a, b, xtol=1e-3))
+    return None

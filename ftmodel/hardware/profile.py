@@ -1,0 +1,255 @@
+"""Hardware profiles: a versioned, pure-JSON description of a host CPU and a device.
+
+A profile has two halves that can be combined:
+
+* **host** — per-framework dispatch costs of a host CPU, in seconds per event
+  (``module_call``, ``torch_call``, ``view``, ``alloc``, ``kernel:<op class>``) plus a fixed
+  per-forward ``per_call_s``, with the raw calibration samples they were fitted from.
+* **device** — how long kernels take: per op class either measured ``samples``
+  (``[macs, bytes_read, bytes_written, time_s]`` rows; the curve is rebuilt from them on load)
+  or a spec-derived ``roofline`` (peak rate, bandwidth, efficiency parameters), plus the
+  execution mode (``sync`` CPU, ``async`` GPU), launch latency, sync cost and kernel floor.
+
+Loading never executes code (no pickle): every field is type-checked and a bad field raises
+:class:`~ftmodel.errors.ProfileError` naming its path, e.g. ``device.op_classes.gemm.samples[3]``.
+Files are written atomically (temporary file + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmodel.errors import ProfileError
+
+__all__ = [
+    "SCHEMA", "SCHEMA_VERSION", "HostProfile", "FrameworkHost", "DeviceProfile",
+    "OpClassData", "HardwareProfile", "profile_from_dict", "read_profile", "write_profile",
+]
+
+SCHEMA = "ftmodel.profile"
+SCHEMA_VERSION = 1
+HOST_EVENTS = ("module_call", "torch_call", "view", "alloc")
+
+
+@dataclass(frozen=True)
+class FrameworkHost:
+    """Host-side costs of one framework on one CPU."""
+
+    per_event_s: Mapping[str, float]  # event kind -> seconds per event
+    per_call_s: float = 0.0  # fixed cost per forward call (session.run, graph replay ...)
+    samples: tuple[Mapping[str, Any], ...] = ()  # raw calibration programs and their times
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    name: str
+    cpu: str
+    threads: int
+    frameworks: Mapping[str, FrameworkHost]
+
+
+@dataclass(frozen=True)
+class OpClassData:
+    """Device time data of one op class: measured samples or a roofline."""
+
+    model: str  # "samples" | "roofline"
+    samples: tuple[tuple[float, float, float, float], ...] = ()  # macs, bytes_r, bytes_w, time_s
+    params: Mapping[str, float] = field(default_factory=dict)  # roofline parameters
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    name: str
+    type: str  # "cpu" | "cuda"
+    execution: str  # "sync" | "async"
+    op_classes: Mapping[str, OpClassData]
+    launch_latency_s: float = 0.0
+    sync_s: float = 0.0
+    kernel_floor_s: float = 0.0
+    dtypes: tuple[str, ...] = ("fp32",)
+    specs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """A host half, a device half and where they came from."""
+
+    name: str
+    kind: str  # "calibrated" | "spec-derived"
+    device: DeviceProfile
+    host: HostProfile | None = None
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {"schema": SCHEMA, **d}
+
+    def with_host(self, host: HostProfile) -> HardwareProfile:
+        return HardwareProfile(self.name, self.kind, self.device, host, self.provenance,
+                               self.aliases, self.schema_version)
+
+
+# ---- validation helpers -------------------------------------------------------------------------
+
+def _get(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str,
+         default: Any = ...) -> Any:
+    if not isinstance(d, Mapping):
+        raise ProfileError(f"profile field {path!r} must be an object, got {type(d).__name__}")
+    if key not in d:
+        if default is not ...:
+            return default
+        raise ProfileError(f"profile field {path + '.' + key if path else key!r} is missing")
+    value = d[key]
+    full = f"{path}.{key}" if path else key
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ProfileError(f"profile field {full!r} must be {want}, got {value!r:.80}")
+    if isinstance(value, float) and (not math.isfinite(value) or value < 0):
+        raise ProfileError(f"profile field {full!r} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _seconds_map(d: Any, path: str) -> dict[str, float]:
+    if not isinstance(d, Mapping):
+        raise ProfileError(f"profile field {path!r} must be an object of seconds")
+    return {str(k): _get(d, k, float, path) for k in d}
+
+
+def _framework_host(d: Any, path: str) -> FrameworkHost:
+    samples = _get(d, "samples", list, path, [])
+    for i, s in enumerate(samples):
+        if not isinstance(s, Mapping):
+            raise ProfileError(f"profile field '{path}.samples[{i}]' must be an object")
+    return FrameworkHost(
+        per_event_s=_seconds_map(_get(d, "per_event_s", dict, path), f"{path}.per_event_s"),
+        per_call_s=_get(d, "per_call_s", float, path, 0.0),
+        samples=tuple(samples),
+    )
+
+
+def _host(d: Any, path: str) -> HostProfile:
+    fws = _get(d, "frameworks", dict, path)
+    return HostProfile(
+        name=_get(d, "name", str, path),
+        cpu=_get(d, "cpu", str, path, "unknown"),
+        threads=_get(d, "threads", int, path, 1),
+        frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
+    )
+
+
+def _op_class(d: Any, path: str) -> OpClassData:
+    model = _get(d, "model", str, path)
+    if model not in ("samples", "roofline"):
+        raise ProfileError(f"profile field '{path}.model' must be 'samples' or 'roofline', "
+                           f"got {model!r}")
+    rows = _get(d, "samples", list, path, [])
+    samples = []
+    for i, row in enumerate(rows):
+        ok = isinstance(row, list) and len(row) == 4 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in row)
+        if not ok:
+            raise ProfileError(f"profile field '{path}.samples[{i}]' must be "
+                               f"[macs, bytes_read, bytes_written, time_s] >= 0, got {row!r:.80}")
+        samples.append(tuple(float(v) for v in row))
+    if model == "samples" and not samples:
+        raise ProfileError(f"profile field '{path}.samples' is empty; a 'samples' curve needs data")
+    params = _seconds_map(_get(d, "params", dict, path, {}), f"{path}.params")
+    return OpClassData(model=model, samples=tuple(samples), params=params)  # type: ignore[arg-type]
+
+
+def _device(d: Any, path: str) -> DeviceProfile:
+    execution = _get(d, "execution", str, path)
+    if execution not in ("sync", "async"):
+        raise ProfileError(f"profile field '{path}.execution' must be 'sync' or 'async', "
+                           f"got {execution!r}")
+    classes = _get(d, "op_classes", dict, path)
+    return DeviceProfile(
+        name=_get(d, "name", str, path),
+        type=_get(d, "type", str, path),
+        execution=execution,
+        op_classes={k: _op_class(v, f"{path}.op_classes.{k}") for k, v in classes.items()},
+        launch_latency_s=_get(d, "launch_latency_s", float, path, 0.0),
+        sync_s=_get(d, "sync_s", float, path, 0.0),
+        kernel_floor_s=_get(d, "kernel_floor_s", float, path, 0.0),
+        dtypes=tuple(_get(d, "dtypes", list, path, ["fp32"])),
+        specs=dict(_get(d, "specs", dict, path, {})),
+    )
+
+
+def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
+    """Validate a decoded JSON object and build a HardwareProfile; errors name the field."""
+    if not isinstance(d, Mapping):
+        raise ProfileError(f"{source}: a profile must be a JSON object, got {type(d).__name__}")
+    if d.get("schema") != SCHEMA:
+        raise ProfileError(f"{source}: field 'schema' must be {SCHEMA!r}, got "
+                           f"{d.get('schema')!r}; this is not an ftmodel profile")
+    version = d.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ProfileError(
+            f"{source}: field 'schema_version' is {version!r} but this ftmodel reads version "
+            f"{SCHEMA_VERSION}; re-run `ftmodel calibrate` or upgrade ftmodel")
+    kind = _get(d, "kind", str, "")
+    if kind not in ("calibrated", "spec-derived"):
+        raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
+                           f"got {kind!r}")
+    host = d.get("host")
+    return HardwareProfile(
+        name=_get(d, "name", str, ""),
+        kind=kind,
+        device=_device(_get(d, "device", dict, ""), "device"),
+        host=None if host is None else _host(host, "host"),
+        provenance=dict(_get(d, "provenance", dict, "", {})),
+        aliases=tuple(str(a) for a in _get(d, "aliases", list, "", [])),
+    )
+
+
+def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ProfileError(f"cannot read profile {str(p)!r}: {err.strerror}") from err
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ProfileError(f"{p}: not valid JSON ({err.msg} at line {err.lineno}); the file is "
+                           "corrupt — re-run `ftmodel calibrate` to rebuild it") from err
+    try:
+        return profile_from_dict(data, str(p))
+    except ProfileError as err:
+        msg = str(err)
+        raise ProfileError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically (no half-written file is ever visible)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def write_profile(profile: HardwareProfile, path: str | os.PathLike[str]) -> Path:
+    return write_json_atomic(path, profile.to_dict())

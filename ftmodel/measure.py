@@ -1,0 +1,91 @@
+"""Robust timing on a real device: CPU wall clocks or CUDA events, shared by calibration and
+validation.
+
+Noise on a shared machine is one-sided (a busy neighbour only slows a run), so each point is
+measured in several *rounds*; each round takes the median of its repetitions, and the reported
+time is the fastest round's median. ``spread`` (slowest round / fastest round − 1) flags noisy
+points. With several callables, rounds are interleaved (A B C, A B C, ...) so that slow phases of
+the machine hit every point alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Measurement", "measure", "measure_interleaved", "set_threads", "synchronize"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    time_s: float  # fastest round's median
+    round_medians_s: tuple[float, ...]
+    n_samples: int
+
+    @property
+    def spread(self) -> float:
+        """Slowest round's median over the fastest's, minus 1 (0 = perfectly stable)."""
+        lo, hi = min(self.round_medians_s), max(self.round_medians_s)
+        return hi / lo - 1.0 if lo > 0 else 0.0
+
+
+def set_threads(threads: int | None) -> int:
+    """Fix torch's intra-op thread count (None keeps it); returns the count in force."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def _time_once(fn: Callable[[], object], device: str) -> float:
+    if device.startswith("cuda"):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: int) -> int:
+    t = max(_time_once(fn, device), 1e-7)
+    return int(max(3, min(max_reps, target_s / t)))
+
+
+def measure_interleaved(fns: Mapping[Hashable, Callable[[], object]], *, device: str = "cpu",
+                        rounds: int = 5, warmup: int = 2, round_s: float = 0.05,
+                        max_reps: int = 200) -> dict[Hashable, Measurement]:
+    """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each."""
+    reps: dict[Hashable, int] = {}
+    for key, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        synchronize(device)
+        reps[key] = _reps_for(fn, device, round_s, max_reps)
+    medians: dict[Hashable, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            times = [_time_once(fn, device) for _ in range(reps[key])]
+            medians[key].append(statistics.median(times))
+    return {k: Measurement(min(v), tuple(v), reps[k] * rounds) for k, v in medians.items()}
+
+
+def measure(fn: Callable[[], object], *, device: str = "cpu", rounds: int = 5, warmup: int = 2,
+            round_s: float = 0.05, max_reps: int = 200) -> Measurement:
+    """Time one callable; see :func:`measure_interleaved`."""
+    return measure_interleaved({0: fn}, device=device, rounds=rounds, warmup=warmup,
+                               round_s=round_s, max_reps=max_reps)[0]

@@ -1,0 +1,298 @@
+"""The recorder: one forward pass under a TorchDispatchMode on fake tensors.
+
+``trace(model, inputs, batch)`` replaces every parameter, buffer and input by a FakeTensor of the
+same shape, dtype and device (no storage, no compute), calls the model through
+``torch.func.functional_call`` (the model object is not modified, and a model built on the meta
+device works with ordinary CPU inputs), and records one :class:`OpRecord` per aten op.
+Module paths come from global forward hooks active only while tracing; Python-level torch calls
+are counted by a TorchFunctionMode. If the model cannot run on fake tensors (data-dependent
+control flow, ops without a meta kernel), the pass is repeated on real tensors at the requested
+batch and the Trace carries a warning saying so. See ``records.py`` for counting semantics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ftmodel.errors import TraceError
+from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of
+from ftmodel.tracing.inputs import InputSpec, ModelInputs, batch_of, resolve_inputs
+from ftmodel.tracing.records import OpRecord, Trace
+
+__all__ = ["trace", "Recorder"]
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    flat, _ = tree_flatten(tree)
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(ts: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+class Recorder:
+    """Collects op records, module paths and call counts during one forward pass."""
+
+    def __init__(self, module_names: dict[int, str]) -> None:
+        self.records: list[OpRecord] = []
+        self.module_stack: list[str] = []
+        self.module_calls: Counter[str] = Counter()
+        self.module_names = module_names
+        self.n_torch_calls = 0
+        self.pending_python = False
+
+    # -- module tracking (global hooks, removed on exit) ---------------------------------------
+    def _pre_hook(self, module: nn.Module, args: Any) -> None:
+        name = self.module_names.get(id(module), type(module).__name__)
+        self.module_stack.append(name)
+        self.module_calls[name] += 1
+
+    def _post_hook(self, module: nn.Module, args: Any, out: Any) -> None:
+        if self.module_stack:
+            self.module_stack.pop()
+
+    @contextlib.contextmanager
+    def module_hooks(self) -> Iterator[None]:
+        pre = nn.modules.module.register_module_forward_pre_hook(self._pre_hook)
+        post = nn.modules.module.register_module_forward_hook(self._post_hook)
+        try:
+            yield
+        finally:
+            pre.remove()
+            post.remove()
+            self.module_stack.clear()
+
+    # -- op recording ------------------------------------------------------------------------------
+    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        op_class = classify(func, args)
+        ins, outs = _tensors((args, kwargs)), _tensors(out)
+        is_view = op_class in ("view", "alloc")
+        bytes_read = 0 if is_view else _nbytes(ins)
+        bytes_written = 0 if is_view else _nbytes(outs)
+        macs = macs_of(func, args, out) if op_class in MAC_CLASSES else 0
+        if macs:
+            flops = 2 * macs
+        elif is_view:
+            flops = 0
+        else:
+            flops = sum(t.numel() for t in outs)
+        first = outs[0] if outs else (ins[0] if ins else None)
+        dtype = str(first.dtype).replace("torch.", "") if first is not None else "none"
+        self.records.append(OpRecord(
+            index=len(self.records),
+            module_path=self.module_stack[-1] if self.module_stack else "",
+            op=str(func),
+            op_class=op_class,
+            macs=macs,
+            flops=flops,
+            bytes_read=bytes_read,
+            bytes_written=bytes_written,
+            input_shapes=tuple(tuple(int(s) for s in t.shape) for t in ins),
+            output_shapes=tuple(tuple(int(s) for s in t.shape) for t in outs),
+            dtype=dtype,
+            is_view=is_view,
+            launches=0 if is_view else 1,
+            from_python=self.pending_python,
+        ))
+        self.pending_python = False
+
+
+class _DispatchRecorder(TorchDispatchMode):
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(func, "namespace", "aten") != "prim":  # prim.device etc. are metadata queries
+            self.rec.record(func, args, kwargs, out)
+        return out
+
+
+class _FunctionCounter(TorchFunctionMode):
+    """Counts Python-level torch calls that reach the dispatcher (nested calls are not seen)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        before = len(self.rec.records)
+        self.rec.pending_python = True
+        out = func(*args, **kwargs)
+        self.rec.pending_python = False
+        if len(self.rec.records) > before:
+            self.rec.n_torch_calls += 1
+        return out
+
+
+def _module_names(model: nn.Module) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        names.setdefault(id(mod), name)
+    return names
+
+
+def _target_device(inputs: ModelInputs, model: nn.Module) -> torch.device:
+    for t in inputs.tensors():
+        if t.device.type != "meta":
+            return t.device
+    for p in model.parameters():
+        if p.device.type != "meta":
+            return p.device
+    return torch.device("cpu")
+
+
+def _fake_like(t: torch.Tensor, device: torch.device, dtype: torch.dtype | None = None
+               ) -> torch.Tensor:
+    """A tensor with t's metadata on ``device``; under FakeTensorMode it has no storage.
+
+    ``dtype`` replaces floating-point dtypes only (integer token ids stay integers).
+    """
+    new_dtype = dtype if dtype is not None and t.is_floating_point() else t.dtype
+    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=new_dtype, device=device)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    was_training = [m.training for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, flag in zip(model.modules(), was_training):
+            m.training = flag
+
+
+def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
+         state: dict[str, torch.Tensor] | None) -> None:
+    with rec.module_hooks(), _FunctionCounter(rec), _DispatchRecorder(rec):
+        if state is None:
+            model(*inputs.args, **inputs.kwargs)
+        else:
+            torch.func.functional_call(model, state, inputs.args, inputs.kwargs, strict=False)
+
+
+def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
+                dtype: torch.dtype | None) -> tuple[Recorder, int]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    real_like = inputs if not callable(inputs) or isinstance(inputs, torch.Tensor) else None
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    meta_like = _to_meta(real_like) if real_like is not None else None
+    with fake_mode:
+        if real_like is None:  # defaults and callables: factories make fakes directly
+            resolved = resolve_inputs(model, inputs, batch)
+            device = _target_device(resolved, model)
+            resolved = resolved.map(lambda t: _fake_like(t, device, dtype))
+        else:
+            meta_view = resolve_inputs(model, meta_like, batch)
+            device = _target_device(_as_inputs_any(real_like), model)
+            resolved = meta_view.map(lambda t: _fake_like(t, device, dtype))
+        state = {n: _fake_like(t, device, dtype) for n, t in _named_state(model)}
+        rec = Recorder(_module_names(model))
+        _run(model, resolved, rec, state)
+    return rec, batch_of(resolved)
+
+
+def _as_inputs_any(value: Any) -> ModelInputs:
+    if isinstance(value, torch.Tensor):
+        return ModelInputs(args=(value,))
+    if isinstance(value, dict):
+        return ModelInputs(kwargs=dict(value))
+    return ModelInputs(args=tuple(value))
+
+
+def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    items = list(model.named_parameters(remove_duplicate=False))
+    items += list(model.named_buffers(remove_duplicate=False))
+    return items
+
+
+def _to_meta(inputs: Any) -> Any:
+    """The same structure with every tensor moved to the meta device (no data copied)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs.to("meta")
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)(_to_meta(v) for v in inputs)
+    if isinstance(inputs, dict):
+        return {k: _to_meta(v) for k, v in inputs.items()}
+    return inputs
+
+
+def _trace_real(model: nn.Module, inputs: InputSpec, batch: int | None) -> tuple[Recorder, int]:
+    if any(p.device.type == "meta" for p in model.parameters()):
+        raise TraceError(
+            f"{type(model).__name__} is on the meta device and could not be traced on fake "
+            "tensors, so it cannot be run for real either; build it on a real device."
+        )
+    resolved = resolve_inputs(model, inputs, batch)
+    rec = Recorder(_module_names(model))
+    _run(model, resolved, rec, None)
+    return rec, batch_of(resolved)
+
+
+def trace(model: nn.Module, inputs: InputSpec = None, batch: int | None = None,
+          dtype: torch.dtype | None = None) -> Trace:
+    """Record the aten ops of one inference forward pass of ``model`` (eval mode, no grad).
+
+    ``inputs`` is a tensor, tuple, dict or callable ``batch -> inputs`` (see
+    :mod:`ftmodel.tracing.inputs`); ``batch`` resizes dim 0 (None keeps the inputs' own batch);
+    ``dtype`` casts floating-point parameters and inputs (fake tracing only).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    warnings: list[str] = []
+    fake = True
+    with torch.no_grad(), _eval_mode(model):
+        try:
+            rec, used_batch = _trace_fake(model, inputs, batch, dtype)
+        except (TypeError, ValueError) as err:
+            if "inputs" in str(err) and type(err).__module__.startswith("ftmodel"):
+                raise
+            rec, used_batch, fake = _fallback(model, inputs, batch, err, warnings)
+        except Exception as err:  # noqa: BLE001 - any fake-tensor failure triggers the fallback
+            if type(err).__module__.startswith("ftmodel"):
+                raise
+            rec, used_batch, fake = _fallback(model, inputs, batch, err, warnings)
+    return Trace(
+        records=tuple(rec.records),
+        n_module_calls=sum(rec.module_calls.values()),
+        n_torch_calls=rec.n_torch_calls,
+        module_calls=dict(rec.module_calls),
+        batch=used_batch,
+        fake=fake,
+        warnings=tuple(warnings),
+        meta={"model": type(model).__name__},
+    )
+
+
+def _fallback(model: nn.Module, inputs: InputSpec, batch: int | None, err: Exception,
+              warnings: list[str]) -> tuple[Recorder, int, bool]:
+    reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    try:
+        rec, used = _trace_real(model, inputs, batch)
+    except TraceError:
+        raise
+    except Exception as real_err:
+        raise TraceError(
+            f"could not trace {type(model).__name__}: on fake tensors ({reason}); "
+            f"for real ({type(real_err).__name__}: {real_err})"
+        ) from real_err
+    warnings.append(
+        f"{type(model).__name__} could not run on fake tensors ({reason[:200]}); it was traced "
+        f"for real at batch {used}, which ran its compute and used its weights' memory."
+    )
+    return rec, used, False

@@ -1,0 +1,242 @@
+"""Cost formulas: a plain registry of pure functions of shapes, keyed by aten op packet name.
+
+Each MAC formula returns multiply-accumulates (FLOPs = 2 × MACs), ignoring bias additions, with
+the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these numbers):
+
+* ``mm`` / ``addmm``: M·K·N for (M×K)@(K×N).
+* ``bmm`` / ``baddbmm``: B·M·K·N.
+* ``convolution``: N · prod(out spatial) · C_out · (C_in / groups) · prod(kernel); for transposed
+  convolutions the input's spatial size replaces the output's (as in fvcore and flop_counter).
+* scaled-dot-product attention: B·H·S_q·S_k·(D_qk + D_v) — the two batched matmuls Q·Kᵀ and P·V;
+  the softmax is not a MAC.
+* ``_native_multi_head_attention`` (the nn.MultiheadAttention fast path): the two matmuls above
+  plus the in/out projections, 4·B·S·E² + 2·B·S²·E for self-attention.
+
+Op classes group operators whose device time follows one curve of time against work; see
+``OP_CLASSES``. Views and uninitialised allocations launch no kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "NO_KERNEL_OPS"]
+
+OP_CLASSES: tuple[str, ...] = (
+    "gemm",  # mm, addmm: work = MACs
+    "conv",  # dense convolution: work = MACs
+    "conv_grouped",  # grouped / depthwise convolution: work = MACs
+    "bmm",  # batched matmul: work = MACs
+    "attention",  # fused scaled-dot-product attention: work = MACs
+    "elementwise",  # pointwise arithmetic and activations: work = bytes
+    "norm",  # batch/layer/group/RMS norm: work = bytes
+    "softmax",  # softmax, log-softmax: work = bytes
+    "reduction",  # sum, mean, max, var ...: work = bytes
+    "pool",  # max/avg/adaptive pooling: work = bytes
+    "embedding",  # embedding, gather, index_select: work = bytes
+    "copy",  # copies, layout changes, cat, pad, fills: work = bytes
+    "view",  # aliasing ops: no kernel
+    "alloc",  # uninitialised allocation: no kernel
+    "other",  # no formula: counted as a kernel with bytes work, listed by unsupported_ops()
+)
+MAC_CLASSES = frozenset({"gemm", "conv", "conv_grouped", "bmm", "attention"})
+
+NO_KERNEL_OPS = frozenset(
+    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "lift_fresh",
+     "detach", "alias", "_unsafe_view", "set_", "resize_", "_local_scalar_dense", "sym_size",
+     "sym_stride", "sym_numel", "sym_storage_offset", "_assert_async", "_assert_scalar",
+     "_functional_sym_constrain_range", "sym_constrain_range_for_size", "dim", "is_same_size",
+     "_nested_tensor_from_mask_left_aligned", "record_stream"}
+)
+
+_BY_NAME: dict[str, str] = {}
+for _cls, _names in {
+    "gemm": ["mm", "addmm", "_addmm_activation", "_scaled_mm", "addmv", "mv", "dot", "vdot",
+             "_int_mm", "_weight_int8pack_mm", "linear"],
+    "bmm": ["bmm", "baddbmm"],
+    "conv": ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
+             "_slow_conv2d_forward", "mkldnn_convolution", "cudnn_convolution_transpose",
+             "slow_conv_transpose2d", "_mkldnn_convolution", "miopen_convolution"],
+    "attention": ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+                  "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                  "_flash_attention_forward", "_efficient_attention_forward",
+                  "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention"],
+    "norm": ["native_layer_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
+             "_native_batch_norm_legit", "native_group_norm", "cudnn_batch_norm",
+             "_fused_rms_norm", "rms_norm", "instance_norm", "miopen_batch_norm",
+             "_batch_norm_with_update", "_batch_norm_no_update", "layer_norm", "group_norm"],
+    "softmax": ["_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax",
+                "_masked_softmax"],
+    "reduction": ["sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean",
+                  "std_mean", "argmax", "argmin", "prod", "norm", "linalg_vector_norm", "any",
+                  "all", "cumsum", "cumprod", "logsumexp", "topk", "sort", "median"],
+    "pool": ["max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+             "_adaptive_avg_pool2d", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d",
+             "max_pool3d_with_indices", "avg_pool3d", "_adaptive_avg_pool3d",
+             "mkldnn_max_pool2d", "_mkldnn_adaptive_avg_pool2d"],
+    "embedding": ["embedding", "index_select", "gather", "index", "take", "embedding_bag",
+                  "_embedding_bag", "index_put", "index_put_", "scatter", "scatter_add",
+                  "masked_select", "nonzero"],
+    "copy": ["copy_", "clone", "_to_copy", "cat", "stack", "constant_pad_nd", "repeat",
+             "fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
+             "arange", "scalar_tensor", "_unsafe_index", "reflection_pad2d",
+             "replication_pad2d", "roll", "flip", "tril", "triu", "masked_fill", "masked_fill_",
+             "where", "new_zeros", "new_ones", "new_full", "rand", "randn", "randint",
+             "normal_", "uniform_", "bernoulli_", "linspace", "lift_fresh_copy", "channel_shuffle",
+             "pixel_shuffle", "upsample_nearest2d", "upsample_bilinear2d", "im2col", "col2im",
+             "native_channel_shuffle", "_reshape_alias_copy", "contiguous"],
+}.items():
+    for _n in _names:
+        _BY_NAME[_n] = _cls
+
+
+def _packet_name(func: Any) -> str:
+    """``aten.addmm.default`` -> ``addmm``."""
+    name = getattr(func, "_schema", None)
+    if name is not None:
+        return str(func._schema.name).split("::")[-1]
+    return str(func).split(".")[-2] if "." in str(func) else str(func)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape) if isinstance(x, torch.Tensor) else ()
+
+
+def classify(func: Any, args: Sequence[Any]) -> str:
+    """The op class of an aten overload called with ``args`` (see ``OP_CLASSES``)."""
+    name = _packet_name(func)
+    if name in NO_KERNEL_OPS:
+        return "alloc"
+    if getattr(func, "is_view", False):
+        return "view"
+    cls = _BY_NAME.get(name)
+    if cls is None and name.endswith("_") and name[:-1] in _BY_NAME:
+        cls = _BY_NAME[name[:-1]]
+    if cls == "conv":
+        groups = _conv_groups(name, args)
+        return "conv_grouped" if groups > 1 else "conv"
+    if cls is not None:
+        return cls
+    tags = getattr(func, "tags", ())
+    if torch.Tag.pointwise in tags:
+        return "elementwise"
+    return "other"
+
+
+# ---- MAC formulas --------------------------------------------------------------------------
+
+def _mm(args: Sequence[Any], out: Any) -> int:
+    a, b = args[0], args[1]
+    m, k = _shape(a)
+    _, n = _shape(b)
+    return m * k * n
+
+
+def _addmm(args: Sequence[Any], out: Any) -> int:
+    return _mm(args[1:], out)
+
+
+def _bmm(args: Sequence[Any], out: Any) -> int:
+    bsz, m, k = _shape(args[0])
+    _, _, n = _shape(args[1])
+    return bsz * m * k * n
+
+
+def _baddbmm(args: Sequence[Any], out: Any) -> int:
+    return _bmm(args[1:], out)
+
+
+def _mv(args: Sequence[Any], out: Any) -> int:
+    return _numel(_shape(args[0]))
+
+
+def _conv_groups(name: str, args: Sequence[Any]) -> int:
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    idx = {"convolution": 8, "_convolution": 8, "convolution_overrideable": 8,
+           "cudnn_convolution": 6, "mkldnn_convolution": 6, "_mkldnn_convolution": 6,
+           "miopen_convolution": 7}.get(name)
+    if idx is not None and len(args) > idx and isinstance(args[idx], int):
+        return int(args[idx])
+    w = _shape(args[1]) if len(args) > 1 else ()
+    x = _shape(args[0]) if args else ()
+    if len(w) >= 2 and len(x) >= 2 and w[1] > 0 and x[1] != w[1]:
+        return max(1, x[1] // w[1])
+    return 1
+
+
+def _conv(args: Sequence[Any], out: Any) -> int:
+    x_shape, w_shape, out_shape = _shape(args[0]), _shape(args[1]), _shape(out)
+    transposed = bool(args[6]) if len(args) > 6 and isinstance(args[6], bool) else False
+    spatial = (x_shape if transposed else out_shape)[2:]
+    c_out, c_in_per_group, *kernel = w_shape
+    return x_shape[0] * _numel(spatial) * c_out * c_in_per_group * _numel(kernel)
+
+
+def _sdpa(args: Sequence[Any], out: Any) -> int:
+    q, k, v = _shape(args[0]), _shape(args[1]), _shape(args[2])
+    if len(q) == 3:  # (B*H, S, D) layouts of the lower-level kernels
+        q, k, v = (1, *q), (1, *k), (1, *v)
+    return _attn_macs(q, k, v)  # the _scaled_dot_product_* ops take (B, H, S, D)
+
+
+def _attn_macs(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
+    b, h_q, s_q, d_q = q
+    s_k, d_v = k[2], v[3]
+    return b * h_q * s_q * s_k * (d_q + d_v)
+
+
+def _flash_fwd(args: Sequence[Any], out: Any) -> int:
+    # _flash_attention_forward / _efficient_attention_forward: (B, S, H, D)
+    q, k, v = _shape(args[0]), _shape(args[1]), _shape(args[2])
+    perm = lambda s: (s[0], s[2], s[1], s[3])  # noqa: E731
+    return _attn_macs(perm(q), perm(k), perm(v))
+
+
+def _native_mha(args: Sequence[Any], out: Any) -> int:
+    # _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, ...)
+    q, k = _shape(args[0]), _shape(args[1])
+    b, s_q, e = q
+    s_k = k[1]
+    projections = b * s_q * e * 3 * e if s_q == s_k else b * (s_q + 2 * s_k) * e * e
+    return projections + b * s_q * e * e + 2 * b * s_q * s_k * e
+
+
+MAC_FORMULAS: dict[str, Callable[[Sequence[Any], Any], int]] = {
+    "mm": _mm,
+    "addmm": _addmm,
+    "_addmm_activation": _addmm,
+    "bmm": _bmm,
+    "baddbmm": _baddbmm,
+    "mv": _mv,
+    "addmv": lambda a, o: _mv(a[1:], o),
+    "convolution": _conv,
+    "_convolution": _conv,
+    "convolution_overrideable": _conv,
+    "cudnn_convolution": _conv,
+    "mkldnn_convolution": _conv,
+    "_slow_conv2d_forward": _conv,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
+    "_scaled_dot_product_flash_attention": _sdpa,
+    "_scaled_dot_product_efficient_attention": _sdpa,
+    "_scaled_dot_product_cudnn_attention": _sdpa,
+    "_scaled_dot_product_fused_attention_overrideable": _sdpa,
+    "_flash_attention_forward": _flash_fwd,
+    "_efficient_attention_forward": _flash_fwd,
+    "_native_multi_head_attention": _native_mha,
+}
+
+
+def macs_of(func: Any, args: Sequence[Any], out: Any) -> int:
+    """Multiply-accumulates of one aten call; 0 for ops that are not matrix-like."""
+    formula = MAC_FORMULAS.get(_packet_name(func))
+    if formula is None:
+        return 0
+    return int(formula(args, out))

@@ -1,0 +1,160 @@
+"""Facts recorded by the tracer: one :class:`OpRecord` per aten op, gathered in a :class:`Trace`.
+
+Counting semantics
+------------------
+* One record per aten operator that reaches the dispatcher below autograd (after
+  CompositeImplicitAutograd decompositions), in execution order. ``aten.linear`` therefore
+  appears as ``aten.t`` (a view) plus ``aten.addmm``.
+* ``macs`` counts multiply-accumulates of the matrix-like ops only (mm, addmm, bmm, baddbmm,
+  convolution, scaled-dot-product attention); it is half of what
+  ``torch.utils.flop_counter.FlopCounterMode`` reports for the same ops. Elementwise,
+  normalisation, pooling and softmax ops have ``macs == 0``.
+* ``flops`` is ``2 * macs`` for those ops and one FLOP per output element for elementwise,
+  normalisation, softmax, pooling and reduction ops (a coarse figure; not used for latency).
+* ``bytes_read`` / ``bytes_written`` are the sizes of the tensor arguments and results
+  (element size × number of elements), i.e. the traffic of an unfused kernel; views move 0 bytes.
+* ``launches`` is the number of device kernels the op launches in eager PyTorch: 0 for views and
+  uninitialised allocations (``empty``), 1 otherwise.
+* Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries) and
+  ``n_torch_calls`` (Python-level torch API calls seen by ``__torch_function__``), which carry the
+  eager framework's Python-side tax. Plain Python code inside ``forward`` is not counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["OpRecord", "Trace", "OpSummary"]
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One aten operator as executed (on fake tensors) by the traced model."""
+
+    index: int
+    module_path: str  # dotted path of the innermost nn.Module running the op ("" = root)
+    op: str  # e.g. "aten.addmm.default"
+    op_class: str  # see ftmodel.tracing.formulas.OP_CLASSES
+    macs: int
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    input_shapes: tuple[Shape, ...]
+    output_shapes: tuple[Shape, ...]
+    dtype: str  # dtype of the first tensor output (or input), e.g. "float32"
+    is_view: bool
+    launches: int
+    from_python: bool  # the first aten op of a Python-level torch call
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class OpSummary:
+    """Totals over a group of records (an operator, a module, a class)."""
+
+    count: int = 0
+    launches: int = 0
+    macs: int = 0
+    flops: int = 0
+    bytes_total: int = 0
+
+    def __add__(self, other: OpSummary) -> OpSummary:
+        return OpSummary(
+            self.count + other.count,
+            self.launches + other.launches,
+            self.macs + other.macs,
+            self.flops + other.flops,
+            self.bytes_total + other.bytes_total,
+        )
+
+    @staticmethod
+    def of(r: OpRecord) -> OpSummary:
+        return OpSummary(1, r.launches, r.macs, r.flops, r.bytes_total)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The ordered op records of one forward pass, with uniform queries (fvcore style)."""
+
+    records: tuple[OpRecord, ...]
+    n_module_calls: int
+    n_torch_calls: int
+    module_calls: Mapping[str, int] = field(default_factory=dict)  # path -> calls
+    batch: int | None = None
+    fake: bool = True  # False when the fallback ran the model for real
+    warnings: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    # ---- totals -----------------------------------------------------------------------------
+    @property
+    def total_macs(self) -> int:
+        return sum(r.macs for r in self.records)
+
+    @property
+    def total_flops(self) -> int:
+        return sum(r.flops for r in self.records)
+
+    @property
+    def n_launches(self) -> int:
+        return sum(r.launches for r in self.records)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.records)
+
+    @property
+    def n_views(self) -> int:
+        return sum(1 for r in self.records if r.is_view)
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(r.bytes_total for r in self.records)
+
+    # ---- group-bys --------------------------------------------------------------------------
+    def by_operator(self) -> dict[str, OpSummary]:
+        """Totals per aten operator name, most MACs first."""
+        out: dict[str, OpSummary] = defaultdict(OpSummary)
+        for r in self.records:
+            out[r.op] = out[r.op] + OpSummary.of(r)
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1].macs, -kv[1].count)))
+
+    def by_op_class(self) -> dict[str, OpSummary]:
+        out: dict[str, OpSummary] = defaultdict(OpSummary)
+        for r in self.records:
+            out[r.op_class] = out[r.op_class] + OpSummary.of(r)
+        return dict(out)
+
+    def by_module(self, depth: int | None = None) -> dict[str, OpSummary]:
+        """Totals per module path; ``depth`` truncates paths to that many components.
+
+        A module's totals include its children's only when ``depth`` cuts the children off.
+        """
+        out: dict[str, OpSummary] = defaultdict(OpSummary)
+        for r in self.records:
+            path = r.module_path
+            if depth is not None:
+                path = ".".join(path.split(".")[:depth]) if path else ""
+            out[path] = out[path] + OpSummary.of(r)
+        return dict(out)
+
+    def unsupported_ops(self) -> dict[str, int]:
+        """Ops without a cost formula (class "other"), with how often each ran."""
+        return dict(Counter(r.op for r in self.records if r.op_class == "other"))
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace(ops={self.n_ops}, launches={self.n_launches}, macs={self.total_macs:,}, "
+            f"module_calls={self.n_module_calls}, torch_calls={self.n_torch_calls}, "
+            f"batch={self.batch}, fake={self.fake})"
+        )
