@@ -118,6 +118,8 @@ def host_programs() -> list[HostProgram]:
         P("relu_modules", _Repeat(modules=_mods(nn.ReLU)), (v,)),
         P("linear_modules", _Repeat(modules=_mods(lambda: nn.Linear(4, 4))), (m,)),
         P("linear_fn", _Repeat(lambda x, w: F.linear(x, w)), (m, torch.ones(4, 4))),
+        P("tanh", _Repeat(torch.tanh), (v,)),
+        P("mul_scalar_chain", _Repeat(lambda x: x * 0.5, chain=True), (v,)),
         P("matmul_2d", _Repeat(lambda x, w: x @ w), (m, torch.ones(4, 4))),
         P("bmm", _Repeat(lambda x: torch.bmm(x, x.transpose(1, 2))), (seq,)),
         P("conv_modules", _Repeat(modules=_mods(lambda: nn.Conv2d(2, 2, 3, padding=1))), (img,)),

@@ -4,8 +4,9 @@
 
 1. host programs (``calibration.dispatch``): tiny-op programs, timed, and a non-negative fit of
    seconds per host event (module call, torch call, view, allocation, kernel by op class);
-2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed; the device
-   time of each is its time minus the host cost the fit predicts for it.
+2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed in rounds
+   interleaved with a tiny-size floor of the same call; the device time of each is its time
+   minus its floor (the floor is host cost, which stage 1 prices).
 
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed). On CUDA
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 
 from calibration.dispatch import HostProgram, fit_event_costs, host_programs
+from calibration.networks import fit_in_model, synthetic_networks
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
@@ -112,24 +114,54 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 
-def _class_stage(samples: list[OpSample], host: FrameworkHost, device: str, rounds: int,
-                 round_s: float) -> tuple[OpClassData, list[dict[str, Any]]]:
+def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float
+                 ) -> tuple[OpClassData, list[dict[str, Any]]]:
+    """Measure one curve's samples with their families' floors; device time = time − floor."""
     measured = _measure_group([(s.label, s.module, s.inputs) for s in samples], device, rounds,
                               round_s)
+    floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
     rows: list[tuple[float, float, float, float]] = []
     raw: list[dict[str, Any]] = []
     for s in samples:
+        if s.is_floor:
+            continue
         prog = eager.lower(trace(s.module, s.inputs))
-        host_s = sum(c * host.per_event_s.get(e, 0.0) for e, c in prog.host_events.items())
         main = max((k for k in prog.kernels if k.op_class == s.op_class),
                    key=lambda k: (k.macs, k.bytes_total), default=None)
         if main is None:  # the op lowered to another class on this build; keep it honest
             main = max(prog.kernels, key=lambda k: (k.macs, k.bytes_total))
         total_s, spread = measured[s.label]
-        device_s = max(total_s - host_s, 1e-9)
+        floor_s = floors[s.family]
+        device_s = max(total_s - floor_s, 1e-9)
         rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written), device_s))
-        raw.append({"label": s.label, "total_s": total_s, "host_s": host_s, "spread": spread})
+        raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread})
     return OpClassData(model="samples", samples=tuple(rows)), raw
+
+
+def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
+                    rounds: int) -> FrameworkHost:
+    """Fit how op costs add up inside whole (random, synthetic) networks."""
+    from ftmodel.api import Predictor
+
+    predictor = Predictor("eager", partial)
+    nets = synthetic_networks(6 if quick else 12)
+    batches = (1, 8) if quick else (1, 4, 16)
+    fns, rows = {}, []
+    for net in nets:
+        for b in batches:
+            inputs = tuple(t.to(device) for t in net.make_inputs(b))
+            fns[(net.name, b)] = _caller(net.module.to(device), inputs)
+            prog = eager.lower(trace(net.module, net.make_inputs(b)))
+            tl = predictor.timeline(prog, [])
+            rows.append(((net.name, b), tl.overhead_s - fh.per_call_s, tl.compute_s,
+                         prog.n_launches))
+    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
+    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                        [measured[r[0]].time_s for r in rows])
+    samples = tuple(fh.samples) + tuple(
+        {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
+         "n_kernels": r[3], "time_s": measured[r[0]].time_s} for r in rows)
+    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
@@ -153,7 +185,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     sweeps = op_samples(quick)
-    total = len(programs) + sum(len(v) for v in sweeps.values())
+    total = len(programs) + sum(len(v) for v in sweeps.values()) + 1
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -185,9 +217,16 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             for cls in OP_SWEEP_CLASSES:
                 if not sweeps[cls]:
                     continue
-                classes[cls], raw[cls] = _class_stage(sweeps[cls], fh, device, rounds, round_s)
+                classes[cls], raw[cls] = _class_stage(sweeps[cls], device, rounds, round_s)
                 bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                 write_profile(snapshot(False), path)
+            math_rows = [r for c, d in classes.items() if c.startswith("elementwise@")
+                         for r in d.samples]
+            if math_rows:  # the union curve, for transcendental ops without their own
+                classes["elementwise:math"] = OpClassData("samples", tuple(math_rows))
+            fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
+            host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+            bar.step("synthetic networks", 1)
     except KeyboardInterrupt:
         bar.close()
         if classes or host.frameworks:

@@ -163,6 +163,10 @@ class Predictor:
         dev = self.profile.device
         host_s = host_costs_s(program, self.fw_host, warnings)
         device_s = self.device_model.kernel_times_s(program.kernels, warnings)
+        im = self.fw_host.in_model
+        if im:
+            host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
+            device_s = device_s * im.get("device_scale", 1.0)
         return run_timeline(host_s, device_s, execution=dev.execution,
                             per_call_s=self.fw_host.per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
@@ -178,15 +182,18 @@ class Predictor:
 
         def compute_at(b: float) -> float:
             work = [_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels)]
-            ks = tuple(Kernel(k.op_class, int(m), int(r), int(w), k.module_path, k.members)
-                       for k, (m, r, w) in zip(p1.kernels, work))
-            return float(self.device_model.kernel_times_s(ks).sum())
+            ks = tuple(Kernel(k.op_class, int(m), int(r), int(w), k.module_path, k.members,
+                              k.dtype, k.variant) for k, (m, r, w) in zip(p1.kernels, work))
+            scale = self.fw_host.in_model.get("device_scale", 1.0)
+            return scale * float(self.device_model.kernel_times_s(ks).sum())
 
         return crossover(lambda b: overhead, compute_at)
 
     def predict(self, model: nn.Module, batches: Sequence[int], inputs: InputSpec = None
                 ) -> list[Prediction]:
         batches = [check_batch(b) for b in batches]
+        if not batches:
+            return []
         traces: dict[int, Trace] = {}
 
         def program(b: int) -> Program:
@@ -228,6 +235,8 @@ def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto
     if isinstance(batch, (list, tuple, range, np.ndarray)):
         return predictor.predict(model, [int(b) if isinstance(b, np.integer) else b
                                          for b in batch], inputs)
+    if isinstance(batch, np.integer):
+        batch = int(batch)
     return predictor.predict(model, [batch], inputs)[0]  # type: ignore[list-item]
 
 

@@ -11,8 +11,11 @@ Two kinds of op-class data:
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
   saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor.
 
-Work is MACs for matrix-like classes and bytes moved for the others. An op class missing from the
-profile borrows a related class's data and the estimate warns.
+Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
+``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
+transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
+kernel uses the most specific curve the profile has (``@op`` → ``math`` → the class). An op class missing
+from the profile borrows a related class's data and the estimate warns.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftmodel.errors import ProfileError
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
@@ -97,9 +101,19 @@ class DeviceModel:
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
         for name, data in device.op_classes.items():
             if data.model == "samples":
-                self._curves[name] = _SampleCurve.fit(name, data)
+                self._curves[name] = _SampleCurve.fit(name.split(":")[0].split("@")[0], data)
             else:
                 self._curves[name] = _Roofline(dict(data.params))
+
+    def _key(self, op_class: str, variant: str, op: str) -> str:
+        if variant.startswith("math"):
+            base = op.split(".")[-2] if op.count(".") >= 2 else op
+            if f"{op_class}@{base.rstrip('_')}" in self._curves:
+                return f"{op_class}@{base.rstrip('_')}"
+        for v in (variant, "math" if variant == "math_inplace" else ""):
+            if v and f"{op_class}:{v}" in self._curves:
+                return f"{op_class}:{v}"
+        return op_class
 
     def _curve_for(self, op_class: str, warnings: list[str]) -> _SampleCurve | _Roofline:
         seen = [op_class]
@@ -107,7 +121,10 @@ class DeviceModel:
         while cls not in self._curves:
             cls = FALLBACK_CLASS.get(cls, "elementwise")
             if cls in seen:
-                raise KeyError(f"device profile {self.device.name!r} has no usable op class data")
+                raise ProfileError(
+                    f"device profile {self.device.name!r} has no data for op class {op_class!r} "
+                    f"nor its fallbacks ({', '.join(seen)}); it has: "
+                    f"{', '.join(sorted(self._curves)) or 'nothing'} — re-run the calibration")
             seen.append(cls)
         if cls != op_class:
             warnings.append(f"device profile {self.device.name!r} has no data for op class "
@@ -122,7 +139,8 @@ class DeviceModel:
         out = np.zeros(n)
         if n == 0:
             return out
-        classes = np.array([k.op_class for k in kernels])
+        classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "")
+                            for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
         br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)

@@ -30,6 +30,7 @@ class Kernel:
     module_path: str
     members: tuple[str, ...]  # aten ops (or runtime nodes) fused into this kernel
     dtype: str = "float32"
+    variant: str = ""  # refines op_class for device time: "inplace", "math", "math_inplace"
 
     @property
     def bytes_total(self) -> int:

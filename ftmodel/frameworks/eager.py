@@ -1,8 +1,7 @@
 """PyTorch eager: every non-view aten op is one kernel launch, dispatched from Python.
 
 Host events counted (each priced by the host profile's ``eager`` entry):
-``module_call`` per ``nn.Module.__call__``; ``torch_call`` per Python-level torch call;
-``view`` per aliasing op; ``alloc`` per uninitialised allocation; ``kernel:<class>`` per kernel.
+``module_call`` per ``nn.Module.__call__``; ``view`` per aliasing op; ``alloc`` per uninitialised allocation; ``kernel:<class>`` per kernel.
 Nothing is fused.
 """
 
@@ -18,12 +17,12 @@ __all__ = ["lower"]
 
 def lower(trace: Trace) -> Program:
     kernels = tuple(
-        Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,), r.dtype)
+        Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,), r.dtype,
+               r.variant)
         for r in trace.records if r.launches
     )
     events: Counter[str] = kernel_events(kernels)
     events["module_call"] = trace.n_module_calls
-    events["torch_call"] = trace.n_torch_calls
     events["view"] = sum(1 for r in trace.records if r.op_class == "view")
     events["alloc"] = sum(1 for r in trace.records if r.op_class == "alloc")
     return Program("eager", kernels, dict(events), trace.batch, trace.warnings)

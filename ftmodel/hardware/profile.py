@@ -3,7 +3,7 @@
 A profile has two halves that can be combined:
 
 * **host** — per-framework dispatch costs of a host CPU, in seconds per event
-  (``module_call``, ``torch_call``, ``view``, ``alloc``, ``kernel:<op class>``) plus a fixed
+  (``module_call``, ``view``, ``alloc``, ``kernel:<op class>``) plus a fixed
   per-forward ``per_call_s``, with the raw calibration samples they were fitted from.
 * **device** — how long kernels take: per op class either measured ``samples``
   (``[macs, bytes_read, bytes_written, time_s]`` rows; the curve is rebuilt from them on load)
@@ -35,7 +35,7 @@ __all__ = [
 
 SCHEMA = "ftmodel.profile"
 SCHEMA_VERSION = 1
-HOST_EVENTS = ("module_call", "torch_call", "view", "alloc")
+HOST_EVENTS = ("module_call", "view", "alloc")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class FrameworkHost:
     per_event_s: Mapping[str, float]  # event kind -> seconds per event
     per_call_s: float = 0.0  # fixed cost per forward call (session.run, graph replay ...)
     samples: tuple[Mapping[str, Any], ...] = ()  # raw calibration programs and their times
+    # How single-op costs add up inside a whole model (calibration.networks):
+    # o_i -> host_scale·o_i + per_kernel_s, k_i -> device_scale·k_i. Identity when absent.
+    in_model: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ class HardwareProfile:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Plain JSON types (lists, not tuples): ``profile_from_dict(p.to_dict())`` round-trips."""
+        d: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         return {"schema": SCHEMA, **d}
 
     def with_host(self, host: HostProfile) -> HardwareProfile:
@@ -135,15 +139,19 @@ def _framework_host(d: Any, path: str) -> FrameworkHost:
         per_event_s=_seconds_map(_get(d, "per_event_s", dict, path), f"{path}.per_event_s"),
         per_call_s=_get(d, "per_call_s", float, path, 0.0),
         samples=tuple(samples),
+        in_model=_seconds_map(_get(d, "in_model", dict, path, {}), f"{path}.in_model"),
     )
 
 
 def _host(d: Any, path: str) -> HostProfile:
     fws = _get(d, "frameworks", dict, path)
+    threads = _get(d, "threads", int, path, 1)
+    if threads < 1:
+        raise ProfileError(f"profile field '{path}.threads' must be >= 1, got {threads}")
     return HostProfile(
         name=_get(d, "name", str, path),
         cpu=_get(d, "cpu", str, path, "unknown"),
-        threads=_get(d, "threads", int, path, 1),
+        threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
     )
 
@@ -166,6 +174,9 @@ def _op_class(d: Any, path: str) -> OpClassData:
     if model == "samples" and not samples:
         raise ProfileError(f"profile field '{path}.samples' is empty; a 'samples' curve needs data")
     params = _seconds_map(_get(d, "params", dict, path, {}), f"{path}.params")
+    if model == "roofline" and "bandwidth_Bps" not in params:
+        raise ProfileError(f"profile field '{path}.params.bandwidth_Bps' is missing; a roofline "
+                           "needs the memory bandwidth")
     return OpClassData(model=model, samples=tuple(samples), params=params)  # type: ignore[arg-type]
 
 
@@ -175,6 +186,10 @@ def _device(d: Any, path: str) -> DeviceProfile:
         raise ProfileError(f"profile field '{path}.execution' must be 'sync' or 'async', "
                            f"got {execution!r}")
     classes = _get(d, "op_classes", dict, path)
+    dtypes = _get(d, "dtypes", list, path, ["fp32"])
+    if not all(isinstance(x, str) for x in dtypes):
+        raise ProfileError(f"profile field '{path}.dtypes' must be a list of names such as "
+                           f"'fp32', got {dtypes!r:.80}")
     return DeviceProfile(
         name=_get(d, "name", str, path),
         type=_get(d, "type", str, path),
@@ -183,7 +198,7 @@ def _device(d: Any, path: str) -> DeviceProfile:
         launch_latency_s=_get(d, "launch_latency_s", float, path, 0.0),
         sync_s=_get(d, "sync_s", float, path, 0.0),
         kernel_floor_s=_get(d, "kernel_floor_s", float, path, 0.0),
-        dtypes=tuple(_get(d, "dtypes", list, path, ["fp32"])),
+        dtypes=tuple(dtypes),
         specs=dict(_get(d, "specs", dict, path, {})),
     )
 

@@ -100,6 +100,10 @@ def load_profile(profile: str | os.PathLike[str] | HardwareProfile) -> HardwareP
     user = default_profile_path(key)
     if user.is_file():
         return _read(user)
+    home = profile_home()
+    for p in sorted(home.glob("*.json")) if home.is_dir() else []:
+        if p.stem.lower() == key.lower():
+            return _read(p)
     wanted = _norm(key)
     for entry in _builtin_entries():
         if wanted in {_norm(entry.name), _norm(entry.device), *(_norm(a) for a in entry.aliases)}:

@@ -4,8 +4,9 @@
 same shape, dtype and device (no storage, no compute), calls the model through
 ``torch.func.functional_call`` (the model object is not modified, and a model built on the meta
 device works with ordinary CPU inputs), and records one :class:`OpRecord` per aten op.
-Module paths come from global forward hooks active only while tracing; Python-level torch calls
-are counted by a TorchFunctionMode. If the model cannot run on fake tensors (data-dependent
+Module paths come from global forward hooks active only while tracing. No TorchFunctionMode is
+used: it would make ``has_torch_function`` true and switch off eager fast paths (e.g.
+nn.MultiheadAttention's), so the trace would no longer match what eager runs. If the model cannot run on fake tensors (data-dependent
 control flow, ops without a meta kernel), the pass is repeated on real tensors at the requested
 batch and the Trace carries a warning saying so. See ``records.py`` for counting semantics.
 """
@@ -19,13 +20,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ftmodel.errors import TraceError
-from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of
-from ftmodel.tracing.inputs import InputSpec, ModelInputs, batch_of, resolve_inputs
+from ftmodel.errors import FtmodelError, TraceError
+from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
+from ftmodel.tracing.inputs import InputSpec, ModelInputs, batch_of, check_batch, resolve_inputs
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["trace", "Recorder"]
@@ -48,8 +48,6 @@ class Recorder:
         self.module_stack: list[str] = []
         self.module_calls: Counter[str] = Counter()
         self.module_names = module_names
-        self.n_torch_calls = 0
-        self.pending_python = False
 
     # -- module tracking (global hooks, removed on exit) ---------------------------------------
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
@@ -102,9 +100,8 @@ class Recorder:
             dtype=dtype,
             is_view=is_view,
             launches=0 if is_view else 1,
-            from_python=self.pending_python,
+            variant=variant_of(func) if not is_view else "",
         ))
-        self.pending_python = False
 
 
 class _DispatchRecorder(TorchDispatchMode):
@@ -117,24 +114,6 @@ class _DispatchRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         if getattr(func, "namespace", "aten") != "prim":  # prim.device etc. are metadata queries
             self.rec.record(func, args, kwargs, out)
-        return out
-
-
-class _FunctionCounter(TorchFunctionMode):
-    """Counts Python-level torch calls that reach the dispatcher (nested calls are not seen)."""
-
-    def __init__(self, rec: Recorder) -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        before = len(self.rec.records)
-        self.rec.pending_python = True
-        out = func(*args, **kwargs)
-        self.rec.pending_python = False
-        if len(self.rec.records) > before:
-            self.rec.n_torch_calls += 1
         return out
 
 
@@ -178,7 +157,7 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
 
 def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
          state: dict[str, torch.Tensor] | None) -> None:
-    with rec.module_hooks(), _FunctionCounter(rec), _DispatchRecorder(rec):
+    with rec.module_hooks(), _DispatchRecorder(rec):
         if state is None:
             model(*inputs.args, **inputs.kwargs)
         else:
@@ -190,18 +169,28 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     real_like = inputs if not callable(inputs) or isinstance(inputs, torch.Tensor) else None
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
-    meta_like = _to_meta(real_like) if real_like is not None else None
+    # Plain tensor attributes (not registered buffers) are converted on the fly.
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    memo: dict[int, torch.Tensor] = {}  # one fake per real tensor: keeps tied weights tied
+
+    def fake_of(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+        key = id(t)
+        if key not in memo:
+            memo[key] = _fake_like(t, device, dtype).requires_grad_(
+                t.requires_grad and t.is_floating_point())
+        return memo[key]
+
+    meta_like = _to_meta(real_like, {}) if real_like is not None else None
     with fake_mode:
         if real_like is None:  # defaults and callables: factories make fakes directly
             resolved = resolve_inputs(model, inputs, batch)
             device = _target_device(resolved, model)
-            resolved = resolved.map(lambda t: _fake_like(t, device, dtype))
+            resolved = resolved.map(lambda t: fake_of(t, device))
         else:
             meta_view = resolve_inputs(model, meta_like, batch)
             device = _target_device(_as_inputs_any(real_like), model)
-            resolved = meta_view.map(lambda t: _fake_like(t, device, dtype))
-        state = {n: _fake_like(t, device, dtype) for n, t in _named_state(model)}
+            resolved = meta_view.map(lambda t: fake_of(t, device))
+        state = {n: fake_of(t, device) for n, t in _named_state(model)}
         rec = Recorder(_module_names(model))
         _run(model, resolved, rec, state)
     return rec, batch_of(resolved)
@@ -221,14 +210,17 @@ def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     return items
 
 
-def _to_meta(inputs: Any) -> Any:
-    """The same structure with every tensor moved to the meta device (no data copied)."""
+def _to_meta(inputs: Any, memo: dict[int, torch.Tensor]) -> Any:
+    """The same structure with every tensor on the meta device (no data copied); a tensor
+    passed twice stays one tensor, so identity checks such as ``query is key`` still hold."""
     if isinstance(inputs, torch.Tensor):
-        return inputs.to("meta")
+        if id(inputs) not in memo:
+            memo[id(inputs)] = inputs.to("meta")
+        return memo[id(inputs)]
     if isinstance(inputs, (tuple, list)):
-        return type(inputs)(_to_meta(v) for v in inputs)
+        return type(inputs)(_to_meta(v, memo) for v in inputs)
     if isinstance(inputs, dict):
-        return {k: _to_meta(v) for k, v in inputs.items()}
+        return {k: _to_meta(v, memo) for k, v in inputs.items()}
     return inputs
 
 
@@ -254,23 +246,20 @@ def trace(model: nn.Module, inputs: InputSpec = None, batch: int | None = None,
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if batch is not None:
+        check_batch(batch)
     warnings: list[str] = []
     fake = True
     with torch.no_grad(), _eval_mode(model):
         try:
             rec, used_batch = _trace_fake(model, inputs, batch, dtype)
-        except (TypeError, ValueError) as err:
-            if "inputs" in str(err) and type(err).__module__.startswith("ftmodel"):
-                raise
-            rec, used_batch, fake = _fallback(model, inputs, batch, err, warnings)
+        except FtmodelError:
+            raise
         except Exception as err:  # noqa: BLE001 - any fake-tensor failure triggers the fallback
-            if type(err).__module__.startswith("ftmodel"):
-                raise
             rec, used_batch, fake = _fallback(model, inputs, batch, err, warnings)
     return Trace(
         records=tuple(rec.records),
         n_module_calls=sum(rec.module_calls.values()),
-        n_torch_calls=rec.n_torch_calls,
         module_calls=dict(rec.module_calls),
         batch=used_batch,
         fake=fake,

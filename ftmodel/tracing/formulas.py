@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "NO_KERNEL_OPS"]
+__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS"]
 
 OP_CLASSES: tuple[str, ...] = (
     "gemm",  # mm, addmm: work = MACs
@@ -45,9 +45,13 @@ OP_CLASSES: tuple[str, ...] = (
 )
 MAC_CLASSES = frozenset({"gemm", "conv", "conv_grouped", "bmm", "attention"})
 
+VIEW_LIKE_OPS = frozenset(
+    {"detach", "alias", "_unsafe_view", "unsafe_split", "unsafe_split_with_sizes",
+     "unsafe_chunk", "_reshape_alias", "lift_fresh"}
+)  # alias their input although the schema does not say so: no kernel
+
 NO_KERNEL_OPS = frozenset(
-    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "lift_fresh",
-     "detach", "alias", "_unsafe_view", "set_", "resize_", "_local_scalar_dense", "sym_size",
+    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "set_", "resize_", "_local_scalar_dense", "sym_size",
      "sym_stride", "sym_numel", "sym_storage_offset", "_assert_async", "_assert_scalar",
      "_functional_sym_constrain_range", "sym_constrain_range_for_size", "dim", "is_same_size",
      "_nested_tensor_from_mask_left_aligned", "record_stream"}
@@ -115,7 +119,8 @@ def classify(func: Any, args: Sequence[Any]) -> str:
     name = _packet_name(func)
     if name in NO_KERNEL_OPS:
         return "alloc"
-    if getattr(func, "is_view", False):
+    tags = getattr(func, "tags", ())
+    if getattr(func, "is_view", False) or name in VIEW_LIKE_OPS or torch.Tag.inplace_view in tags:
         return "view"
     cls = _BY_NAME.get(name)
     if cls is None and name.endswith("_") and name[:-1] in _BY_NAME:
@@ -125,7 +130,6 @@ def classify(func: Any, args: Sequence[Any]) -> str:
         return "conv_grouped" if groups > 1 else "conv"
     if cls is not None:
         return cls
-    tags = getattr(func, "tags", ())
     if torch.Tag.pointwise in tags:
         return "elementwise"
     return "other"
@@ -240,3 +244,24 @@ def macs_of(func: Any, args: Sequence[Any], out: Any) -> int:
     if formula is None:
         return 0
     return int(formula(args, out))
+
+
+MATH_OPS = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "gelu", "silu",
+    "mish", "erf", "erfc", "erfinv", "pow", "sqrt", "rsqrt", "sin", "cos", "tan", "atan", "asin",
+    "acos", "sinh", "cosh", "softplus", "elu", "selu", "celu", "logit", "log_sigmoid_forward",
+    "_log_softmax", "lgamma", "digamma",
+})
+
+
+def variant_of(func: Any) -> str:
+    """"inplace", "math", "math_inplace" or "" (see records.py): what refines device time."""
+    name = _packet_name(func)
+    schema = getattr(func, "_schema", None)
+    inplace = bool(schema is not None and schema.arguments and schema.arguments[0].alias_info
+                   is not None and schema.arguments[0].alias_info.is_write)
+    base = name[:-1] if name.endswith("_") else name
+    math_op = base in MATH_OPS
+    if math_op and inplace:
+        return "math_inplace"
+    return "math" if math_op else ("inplace" if inplace else "")

@@ -9,6 +9,7 @@ Defaults exist only where they are unambiguous: Hugging Face models get ``input_
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -46,7 +47,7 @@ class ModelInputs:
 
 def check_batch(batch: object) -> int:
     """Return ``batch`` as an int ≥ 1, or raise naming the bad value."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
         raise InvalidArgumentError(
             f"batch must be an integer >= 1 (or a list of them), got {batch!r}; "
             "pass e.g. batch=1 or batch=[1, 2, 4, 8]."

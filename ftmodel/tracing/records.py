@@ -15,9 +15,11 @@ Counting semantics
   (element size × number of elements), i.e. the traffic of an unfused kernel; views move 0 bytes.
 * ``launches`` is the number of device kernels the op launches in eager PyTorch: 0 for views and
   uninitialised allocations (``empty``), 1 otherwise.
-* Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries) and
-  ``n_torch_calls`` (Python-level torch API calls seen by ``__torch_function__``), which carry the
-  eager framework's Python-side tax. Plain Python code inside ``forward`` is not counted.
+* ``variant`` refines the op class for device time: ``inplace`` (writes into an input, no new
+  allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, or "".
+* Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries), which carry the
+  eager framework's Python-side tax with the aten dispatches. Plain Python code inside
+  ``forward`` is not counted on its own; calibration prices it per module call.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class OpRecord:
     dtype: str  # dtype of the first tensor output (or input), e.g. "float32"
     is_view: bool
     launches: int
-    from_python: bool  # the first aten op of a Python-level torch call
+    variant: str = ""  # "inplace" | "math" | "math_inplace" | ""  (see module docstring)
 
     @property
     def bytes_total(self) -> int:
@@ -86,7 +88,6 @@ class Trace:
 
     records: tuple[OpRecord, ...]
     n_module_calls: int
-    n_torch_calls: int
     module_calls: Mapping[str, int] = field(default_factory=dict)  # path -> calls
     batch: int | None = None
     fake: bool = True  # False when the fallback ran the model for real
@@ -155,6 +156,6 @@ class Trace:
     def __repr__(self) -> str:
         return (
             f"Trace(ops={self.n_ops}, launches={self.n_launches}, macs={self.total_macs:,}, "
-            f"module_calls={self.n_module_calls}, torch_calls={self.n_torch_calls}, "
+            f"module_calls={self.n_module_calls}, "
             f"batch={self.batch}, fake={self.fake})"
         )

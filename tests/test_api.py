@@ -1,0 +1,314 @@
+"""ftmodel.api.predict_latency on a synthetic calibrated CPU profile: totals, breakdown, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import ftmodel
+from ftmodel.api import Prediction, crossover_batch, predict_latency
+from ftmodel.errors import InvalidArgumentError, ProfileError, UnknownNameError
+from ftmodel.frameworks.base import canonical_framework
+from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, write_profile
+
+IN, HID, OUT = 16, 32, 8
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT))
+
+
+@pytest.fixture(scope="module")
+def mlp() -> nn.Module:
+    return _mlp()
+
+
+@pytest.fixture(scope="module")
+def pred(mlp: nn.Module, tiny_profile: HardwareProfile) -> Prediction:
+    return predict_latency(mlp, "eager", tiny_profile, 1, inputs=torch.randn(1, IN))
+
+
+def test_prediction_basics(pred: Prediction, tiny_profile: HardwareProfile) -> None:
+    assert isinstance(pred, Prediction)
+    assert pred.framework == "eager"
+    assert pred.device == tiny_profile.name
+    assert pred.batch == 1 and pred.dtype == "fp32"
+    assert pred.latency_s > 0 and pred.overhead_s > 0 and pred.compute_s > 0
+    # sync CPU: host and compute share the thread
+    assert pred.latency_s == pytest.approx(pred.overhead_s + pred.compute_s, rel=1e-12)
+    assert pred.closed_form_s == pytest.approx(max(pred.overhead_s, pred.compute_s))
+    assert pred.regime in {"framework-bound", "compute-bound"}
+    assert 0.0 <= pred.framework_tax <= 1.0
+    assert pred.framework_tax == pytest.approx(1 - pred.compute_s / pred.latency_s)
+    assert pred.latency_ms == pytest.approx(pred.latency_s * 1e3)
+    assert set(pred.as_dict()) >= {"latency_s", "overhead_s", "compute_s", "regime",
+                                   "framework_tax", "n_launches", "macs", "crossover_batch"}
+
+
+def test_launches_and_macs(pred: Prediction) -> None:
+    # eager: Linear = aten.t (view, no launch) + aten.addmm (1 launch); ReLU = aten.relu (1)
+    # n_launches = 2 Linear × 1 + 1 ReLU × 1 = 3
+    assert pred.n_launches == 2 * 1 + 1 * 1
+    # macs at batch 1 = 1·16·32 + 1·32·8 = 768
+    assert pred.macs == 1 * IN * HID + 1 * HID * OUT
+
+
+def test_overhead_matches_host_profile(pred: Prediction, tiny_profile: HardwareProfile) -> None:
+    assert tiny_profile.host is not None
+    host = tiny_profile.host.frameworks["eager"]
+    per = host.per_event_s
+    # per_call + 3 kernels (2 gemm, 1 elementwise) + 4 module calls (Sequential + 3 children)
+    #          + 2 views (aten.t of each Linear) + 0 allocs
+    expected = (host.per_call_s + 2 * per["kernel:gemm"] + per["kernel:elementwise"]
+                + 4 * per["module_call"] + 2 * per["view"])
+    assert pred.overhead_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_layers_sum_to_totals(pred: Prediction, tiny_profile: HardwareProfile) -> None:
+    assert tiny_profile.host is not None
+    per_call = tiny_profile.host.frameworks["eager"].per_call_s
+    layers = pred.layers
+    assert [lc.module_path for lc in layers] == ["0", "1", "2"]
+    assert sum(lc.n_launches for lc in layers) == pred.n_launches
+    assert sum(lc.macs for lc in layers) == pred.macs
+    assert sum(lc.device_s for lc in layers) == pytest.approx(pred.compute_s, rel=1e-12)
+    # the per-forward-call cost belongs to no layer
+    assert sum(lc.host_s for lc in layers) + per_call == pytest.approx(pred.overhead_s,
+                                                                       rel=1e-12)
+    assert [lc.macs for lc in layers] == [IN * HID, 0, HID * OUT]
+
+
+def test_no_warnings_with_complete_profile(pred: Prediction) -> None:
+    assert pred.warnings == ()
+
+
+def test_list_of_batches_in_order(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    batches = [4, 1, 2, 16]
+    ps = predict_latency(mlp, "eager", tiny_profile, batches, inputs=torch.randn(1, IN))
+    assert isinstance(ps, list) and len(ps) == len(batches)
+    assert [p.batch for p in ps] == batches
+    # macs are linear in batch: b·(16·32 + 32·8)
+    assert [p.macs for p in ps] == [b * (IN * HID + HID * OUT) for b in batches]
+    assert all(p.n_launches == 3 for p in ps)
+    by_batch = {p.batch: p for p in ps}
+    assert by_batch[16].compute_s > by_batch[1].compute_s
+    assert by_batch[1].overhead_s == pytest.approx(by_batch[16].overhead_s)
+    # all predictions share one crossover
+    assert len({p.crossover_batch for p in ps}) == 1
+
+
+def test_single_matches_list(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    x = torch.randn(1, IN)
+    one = predict_latency(mlp, "eager", tiny_profile, 4, inputs=x)
+    (lst,) = predict_latency(mlp, "eager", tiny_profile, [4], inputs=x)
+    assert one.latency_s == pytest.approx(lst.latency_s)
+
+
+def test_range_and_tuple_batches(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    x = torch.randn(1, IN)
+    assert [p.batch for p in predict_latency(mlp, "eager", tiny_profile, range(1, 4),
+                                             inputs=x)] == [1, 2, 3]
+    assert [p.batch for p in predict_latency(mlp, "eager", tiny_profile, (8, 2),
+                                             inputs=x)] == [8, 2]
+
+
+def test_gpu_as_path(mlp: nn.Module, tiny_profile_path: Path, pred: Prediction) -> None:
+    x = torch.randn(1, IN)
+    for gpu in (tiny_profile_path, str(tiny_profile_path)):
+        p = predict_latency(mlp, "eager", gpu, 1, inputs=x)
+        assert p.latency_s == pytest.approx(pred.latency_s, rel=1e-12)
+
+
+def test_callable_inputs(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    p = predict_latency(mlp, "eager", tiny_profile, 3, inputs=lambda b: torch.randn(b, IN))
+    assert p.macs == 3 * (IN * HID + HID * OUT)
+
+
+def test_crossover_batch_function(mlp: nn.Module, tiny_profile: HardwareProfile,
+                                  pred: Prediction) -> None:
+    b = crossover_batch(mlp, "eager", tiny_profile, inputs=torch.randn(1, IN))
+    assert b == pred.crossover_batch
+    assert b is None or 1.0 <= b <= 1024.0
+
+
+def test_package_exports() -> None:
+    assert ftmodel.predict_latency is predict_latency
+    assert callable(ftmodel.load_profile) and callable(ftmodel.trace)
+
+
+# ---- framework names ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["pytorch", "PyTorch", " EAGER ", "torch"])
+def test_aliases_resolve_to_eager(name: str, mlp: nn.Module,
+                                  tiny_profile: HardwareProfile) -> None:
+    assert canonical_framework(name) == "eager"
+    p = predict_latency(mlp, name, tiny_profile, 1, inputs=torch.randn(1, IN))
+    assert p.framework == "eager"
+
+
+def test_unknown_framework(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(UnknownNameError) as err:
+        predict_latency(mlp, "pytorh", tiny_profile, 1, inputs=torch.randn(1, IN))
+    msg = str(err.value)
+    assert "'pytorh'" in msg
+    for valid in ("eager", "pytorch", "onnxruntime", "inductor"):
+        assert valid in err.value.valid and valid in msg
+    assert "Did you mean 'pytorch'?" in msg
+
+
+def test_planned_framework_not_implemented(mlp: nn.Module,
+                                           tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(NotImplementedError, match="eager"):
+        predict_latency(mlp, "ort", tiny_profile, 1, inputs=torch.randn(1, IN))
+
+
+# ---- bad arguments ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch", [0, -1, 1.5, True, "8"])
+def test_bad_batch(batch: Any, mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError) as err:
+        predict_latency(mlp, "eager", tiny_profile, batch, inputs=torch.randn(1, IN))
+    assert repr(batch) in str(err.value)
+
+
+def test_bad_batch_in_list(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError, match="got 0"):
+        predict_latency(mlp, "eager", tiny_profile, [1, 0], inputs=torch.randn(1, IN))
+
+
+def test_inputs_not_inferable(tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError, match="inputs=") as err:
+        predict_latency(nn.Linear(IN, OUT), "eager", tiny_profile, 1)
+    assert "Linear" in str(err.value)
+
+
+def test_model_not_a_module(tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError, match="nn.Module"):
+        predict_latency(lambda x: x, "eager", tiny_profile, 1,  # type: ignore[arg-type]
+                        inputs=torch.randn(1, IN))
+
+
+def test_unknown_dtype(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError, match="'fp64'") as err:
+        predict_latency(mlp, "eager", tiny_profile, 1, inputs=torch.randn(1, IN), dtype="fp64")
+    assert "fp32" in str(err.value)  # lists the valid ones
+
+
+def test_dtype_alias(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    p = predict_latency(mlp, "eager", tiny_profile, 1, inputs=torch.randn(1, IN),
+                        dtype="float32")
+    assert p.dtype == "fp32"
+
+
+def test_dtype_unsupported_by_profile(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    assert tiny_profile.device.dtypes == ("fp32",)
+    with pytest.raises(InvalidArgumentError, match="'fp16'") as err:
+        predict_latency(mlp, "eager", tiny_profile, 1, inputs=torch.randn(1, IN), dtype="fp16")
+    assert tiny_profile.name in str(err.value)
+
+
+def test_corrupt_profile_path(mlp: nn.Module, tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ProfileError, match="not valid JSON") as err:
+        predict_latency(mlp, "eager", str(path), 1, inputs=torch.randn(1, IN))
+    assert str(path) in str(err.value)
+
+
+def test_missing_profile_path(mlp: nn.Module, tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="does not exist"):
+        predict_latency(mlp, "eager", str(tmp_path / "nope.json"), 1, inputs=torch.randn(1, IN))
+
+
+def test_framework_without_host_costs(mlp: nn.Module, profile_factory: Any) -> None:
+    prof = profile_factory(name="no-eager", frameworks={
+        "onnxruntime": FrameworkHost(per_event_s={"kernel:gemm": 1e-6})})
+    with pytest.raises(ProfileError) as err:
+        predict_latency(mlp, "eager", prof, 1, inputs=torch.randn(1, IN))
+    msg = str(err.value)
+    assert "'eager'" in msg and "onnxruntime" in msg  # what is missing and what there is
+    assert "ftmodel calibrate" in msg and "--frameworks eager" in msg
+
+
+def test_profile_without_host_half(mlp: nn.Module, profile_factory: Any) -> None:
+    prof = profile_factory(name="device-only", with_host=False)
+    with pytest.raises(ProfileError, match="host"):
+        predict_latency(mlp, "eager", prof, 1, inputs=torch.randn(1, IN))
+
+
+def test_host_override(mlp: nn.Module, profile_factory: Any, tiny_profile: HardwareProfile,
+                       pred: Prediction) -> None:
+    device_only = profile_factory(name="device-only", with_host=False)
+    p = predict_latency(mlp, "eager", device_only, 1, inputs=torch.randn(1, IN),
+                        host=tiny_profile)
+    assert p.overhead_s == pytest.approx(pred.overhead_s)
+
+
+def test_unknown_profile_name(mlp: nn.Module) -> None:
+    with pytest.raises(UnknownNameError, match="'no-such-gpu'"):
+        predict_latency(mlp, "eager", "no-such-gpu", 1, inputs=torch.randn(1, IN))
+
+
+def test_missing_class_warns(mlp: nn.Module, profile_factory: Any,
+                             tiny_profile: HardwareProfile) -> None:
+    classes = {k: v for k, v in tiny_profile.device.op_classes.items() if k != "gemm"}
+    prof = profile_factory(name="no-gemm", op_classes=classes)
+    p = predict_latency(mlp, "eager", prof, 1, inputs=torch.randn(1, IN))
+    assert any("'gemm'" in w and "'bmm'" in w for w in p.warnings)
+    # repeated warnings are aggregated: the gemm fallback is reported once
+    assert sum("'gemm'" in w for w in p.warnings) == 1
+
+
+def test_write_and_reload_predicts_same(mlp: nn.Module, tiny_profile: HardwareProfile,
+                                        tmp_path: Path, pred: Prediction) -> None:
+    path = write_profile(tiny_profile, tmp_path / "again.json")
+    p = predict_latency(mlp, "eager", path, 1, inputs=torch.randn(1, IN))
+    assert p.as_dict() == pred.as_dict()
+
+
+def test_numpy_scalar_batch(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    import numpy as np
+    x = torch.randn(1, IN)
+    (from_list,) = predict_latency(mlp, "eager", tiny_profile, [np.int64(4)], inputs=x)
+    p = predict_latency(mlp, "eager", tiny_profile, np.int64(4), inputs=x)
+    assert p.batch == from_list.batch == 4
+
+
+def test_numpy_batches_in_list(mlp: nn.Module, tiny_profile: HardwareProfile) -> None:
+    import numpy as np
+    ps = predict_latency(mlp, "eager", tiny_profile, np.array([1, 8]), inputs=torch.randn(1, IN))
+    assert [p.batch for p in ps] == [1, 8]
+
+
+# ---- "auto" and async devices -------------------------------------------------------------------
+
+def test_auto_without_gpu_or_calibration(mlp: nn.Module, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FTMODEL_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setattr("ftmodel.hardware.nvml.local_gpu_profile_name", lambda index=0: None)
+    with pytest.raises(ProfileError, match="ftmodel calibrate"):
+        predict_latency(mlp, "eager", "auto", 1, inputs=torch.randn(1, IN))
+
+
+def test_auto_uses_local_cpu_profile(mlp: nn.Module, tmp_path: Path, profile_factory: Any,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("FTMODEL_HOME", str(home))
+    monkeypatch.setattr("ftmodel.hardware.nvml.local_gpu_profile_name", lambda index=0: None)
+    write_profile(profile_factory(name="local-cpu"), home / "profiles" / "local-cpu.json")
+    p = predict_latency(mlp, inputs=torch.randn(1, IN))  # framework="eager", gpu="auto"
+    assert p.device == "local-cpu" and p.framework == "eager"
+
+
+def test_async_profile(mlp: nn.Module, profile_factory: Any) -> None:
+    prof = profile_factory(name="fake-gpu", execution="async", launch_latency_s=2e-6,
+                           sync_s=5e-6)
+    p = predict_latency(mlp, "eager", prof, 1, inputs=torch.randn(1, IN))
+    assert p.latency_s >= p.closed_form_s == pytest.approx(max(p.overhead_s, p.compute_s))
+    assert p.latency_s <= p.overhead_s + p.compute_s + 3 * 2e-6 + 5e-6
+    assert 0.0 <= p.framework_tax <= 1.0

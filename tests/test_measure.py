@@ -1,0 +1,90 @@
+"""ftmodel.measure: robust timing bookkeeping (no assertion on absolute times)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ftmodel.measure import Measurement, measure, measure_interleaved, set_threads, synchronize
+
+
+def _work() -> int:
+    return sum(range(200))
+
+
+def test_measure_cheap_callable() -> None:
+    calls = 0
+
+    def fn() -> int:
+        nonlocal calls
+        calls += 1
+        return _work()
+
+    m = measure(fn, rounds=3, warmup=2, round_s=0.002, max_reps=20)
+    assert isinstance(m, Measurement)
+    assert m.time_s > 0
+    assert m.spread >= 0
+    assert len(m.round_medians_s) == 3
+    assert m.time_s == min(m.round_medians_s)  # the fastest round's median
+    reps = m.n_samples // 3
+    assert m.n_samples == 3 * reps and 3 <= reps <= 20
+    # warmup + 1 probe to size the rounds + the timed samples
+    assert calls == 2 + 1 + m.n_samples
+
+
+def test_max_reps_caps_samples() -> None:
+    m = measure(_work, rounds=2, warmup=0, round_s=10.0, max_reps=5)
+    assert m.n_samples == 2 * 5
+
+
+def test_measure_interleaved_one_per_key() -> None:
+    order: list[str] = []
+
+    def make(key: str):  # type: ignore[no-untyped-def]
+        def fn() -> int:
+            order.append(key)
+            return _work()
+        return fn
+
+    fns = {"a": make("a"), "b": make("b"), ("c", 1): make("c")}
+    out = measure_interleaved(fns, rounds=2, warmup=1, round_s=0.001, max_reps=4)
+    assert set(out) == set(fns)
+    for m in out.values():
+        assert m.time_s > 0 and m.spread >= 0 and len(m.round_medians_s) == 2
+    # rounds are interleaved: after warmups/probes, a's, then b's, then c's, then a's again
+    timed = order[3 * 2:]  # 3 keys × (1 warmup + 1 probe)
+    reps = {k: out[k].n_samples // 2 for k in fns}
+    first_round = ["a"] * reps["a"] + ["b"] * reps["b"] + ["c"] * reps[("c", 1)]
+    assert timed == first_round * 2
+
+
+def test_spread_definition() -> None:
+    m = Measurement(time_s=1.0, round_medians_s=(1.0, 1.5, 1.2), n_samples=9)
+    assert m.spread == pytest.approx(0.5)
+    assert Measurement(0.0, (0.0, 0.0), 2).spread == 0.0
+
+
+def test_set_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(None) == before
+        assert set_threads(1) == 1
+        with pytest.raises(ValueError, match="0"):
+            set_threads(0)
+        with pytest.raises(ValueError):
+            set_threads(-2)
+        assert torch.get_num_threads() == 1  # unchanged by the failed calls
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_synchronize_cpu_is_noop() -> None:
+    synchronize("cpu")  # must not touch CUDA
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_measure_cuda_events() -> None:
+    x = torch.randn(256, 256, device="cuda")
+    m = measure(lambda: x @ x, device="cuda", rounds=2, warmup=1, round_s=0.001, max_reps=5)
+    assert m.time_s > 0 and m.n_samples >= 2 * 3

@@ -1,0 +1,201 @@
+"""ftmodel.hardware.profile: JSON round trip, validation that names the bad field, atomic writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ftmodel.errors import ProfileError
+from ftmodel.hardware import profile as profile_mod
+from ftmodel.hardware.profile import (
+    SCHEMA_VERSION,
+    HardwareProfile,
+    profile_from_dict,
+    read_profile,
+    write_profile,
+)
+
+
+def _as_json(profile: HardwareProfile) -> dict[str, Any]:
+    return json.loads(json.dumps(profile.to_dict()))
+
+
+def _write_raw(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_round_trip_equal(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    path = write_profile(tiny_profile, tmp_path / "p.json")
+    assert path == tmp_path / "p.json"
+    loaded = read_profile(path)
+    assert loaded == tiny_profile
+    # and a second trip is byte-identical
+    write_profile(loaded, tmp_path / "q.json")
+    assert (tmp_path / "p.json").read_bytes() == (tmp_path / "q.json").read_bytes()
+
+
+def test_round_trip_without_host(profile_factory: Any, tmp_path: Path) -> None:
+    prof = profile_factory(with_host=False)
+    assert read_profile(write_profile(prof, tmp_path / "p.json")) == prof
+
+
+def test_write_creates_parent_dirs(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "p.json"
+    write_profile(tiny_profile, path)
+    assert read_profile(path) == tiny_profile
+
+
+def test_corrupt_json(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"schema": "ftmodel.profile", ', encoding="utf-8")
+    with pytest.raises(ProfileError, match="not valid JSON") as err:
+        read_profile(path)
+    assert str(path) in str(err.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="cannot read profile"):
+        read_profile(tmp_path / "nope.json")
+
+
+def test_not_an_object(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="JSON object"):
+        read_profile(_write_raw(tmp_path / "p.json", [1, 2, 3]))
+
+
+def test_wrong_schema_name(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    d = _as_json(tiny_profile)
+    d["schema"] = "something.else"
+    with pytest.raises(ProfileError, match="'schema'"):
+        read_profile(_write_raw(tmp_path / "p.json", d))
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0, None, "1"])
+def test_wrong_schema_version(tiny_profile: HardwareProfile, tmp_path: Path,
+                              version: Any) -> None:
+    d = _as_json(tiny_profile)
+    d["schema_version"] = version
+    with pytest.raises(ProfileError, match="'schema_version'") as err:
+        read_profile(_write_raw(tmp_path / "p.json", d))
+    assert str(tmp_path / "p.json") in str(err.value)
+
+
+def test_bad_sample_row_names_field(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    d = _as_json(tiny_profile)
+    d["device"]["op_classes"]["gemm"]["samples"][1] = [1, 2]
+    with pytest.raises(ProfileError) as err:
+        read_profile(_write_raw(tmp_path / "p.json", d))
+    msg = str(err.value)
+    assert "device.op_classes.gemm.samples[1]" in msg
+    assert str(tmp_path / "p.json") in msg  # the file is named too
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["device"].__setitem__("launch_latency_s", -1.0), "device.launch_latency_s"),
+    (lambda d: d["device"].__setitem__("kernel_floor_s", -1), "device.kernel_floor_s"),
+    (lambda d: d["device"]["op_classes"]["norm"]["samples"][0].__setitem__(3, -1e-6),
+     "device.op_classes.norm.samples[0]"),
+    (lambda d: d["host"]["frameworks"]["eager"]["per_event_s"].__setitem__("view", -5e-7),
+     "host.frameworks.eager.per_event_s.view"),
+    (lambda d: d["host"]["frameworks"]["eager"].__setitem__("per_call_s", -1.0),
+     "host.frameworks.eager.per_call_s"),
+])
+def test_negative_number_rejected(tiny_profile: HardwareProfile, mutate: Any, field: str) -> None:
+    d = _as_json(tiny_profile)
+    mutate(d)
+    with pytest.raises(ProfileError) as err:
+        profile_from_dict(d)
+    assert field in str(err.value)
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["device"].__setitem__("execution", "sometimes"), "device.execution"),
+    (lambda d: d["device"]["op_classes"]["gemm"].__setitem__("model", "magic"),
+     "device.op_classes.gemm.model"),
+    (lambda d: d["device"]["op_classes"]["gemm"].__setitem__("samples", []),
+     "device.op_classes.gemm.samples"),
+    (lambda d: d["device"].__setitem__("sync_s", "fast"), "device.sync_s"),
+    (lambda d: d["device"].__setitem__("sync_s", True), "device.sync_s"),
+    (lambda d: d["device"]["op_classes"]["gemm"]["samples"][0].__setitem__(0, float("nan")),
+     "device.op_classes.gemm.samples[0]"),
+    (lambda d: d["host"]["frameworks"]["eager"].__setitem__("per_event_s", [1.0]),
+     "host.frameworks.eager.per_event_s"),
+    (lambda d: d.__setitem__("kind", "guessed"), "kind"),
+])
+def test_bad_field_names_itself(tiny_profile: HardwareProfile, mutate: Any, field: str) -> None:
+    d = _as_json(tiny_profile)
+    mutate(d)
+    with pytest.raises(ProfileError) as err:
+        profile_from_dict(d)
+    assert field in str(err.value)
+
+
+def test_missing_device_named(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    d = _as_json(tiny_profile)
+    del d["device"]
+    with pytest.raises(ProfileError, match="'device'") as err:
+        read_profile(_write_raw(tmp_path / "p.json", d))
+    assert "missing" in str(err.value)
+
+
+def test_missing_nested_field_named(tiny_profile: HardwareProfile) -> None:
+    d = _as_json(tiny_profile)
+    del d["device"]["execution"]
+    with pytest.raises(ProfileError, match="device.execution"):
+        profile_from_dict(d)
+
+
+def test_negative_threads_rejected(tiny_profile: HardwareProfile) -> None:
+    d = _as_json(tiny_profile)
+    d["host"]["threads"] = -3
+    with pytest.raises(ProfileError, match="host.threads"):
+        profile_from_dict(d)
+
+
+def test_bad_dtypes_rejected(tiny_profile: HardwareProfile) -> None:
+    d = _as_json(tiny_profile)
+    d["device"]["dtypes"] = [1, None]
+    with pytest.raises(ProfileError, match="device.dtypes"):
+        profile_from_dict(d)
+
+
+def test_roofline_missing_bandwidth_rejected(tiny_profile: HardwareProfile) -> None:
+    d = _as_json(tiny_profile)
+    d["device"]["op_classes"]["gemm"] = {"model": "roofline",
+                                         "params": {"peak_macs_per_s": 1e9}}
+    with pytest.raises(ProfileError, match="device.op_classes.gemm"):
+        profile_from_dict(d)
+
+
+def test_profile_from_to_dict_round_trip(tiny_profile: HardwareProfile) -> None:
+    assert profile_from_dict(tiny_profile.to_dict()) == tiny_profile
+
+
+def test_atomic_write_leaves_no_tmp(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
+    write_profile(tiny_profile, tmp_path / "p.json")
+    write_profile(tiny_profile, tmp_path / "p.json")  # overwrite too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+def test_failed_write_keeps_previous_file(tiny_profile: HardwareProfile, profile_factory: Any,
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    path = write_profile(tiny_profile, tmp_path / "p.json")
+    before = path.read_bytes()
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        fp = args[1]
+        fp.write('{"schema": "ftmodel.profile", "half-writ')  # a partial write, then a crash
+        raise OSError("disk full")
+
+    monkeypatch.setattr(profile_mod.json, "dump", boom)
+    with pytest.raises(OSError, match="disk full"):
+        write_profile(profile_factory(name="other"), path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert read_profile(path) == tiny_profile
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]  # temp file cleaned up
