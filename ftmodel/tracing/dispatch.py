@@ -25,7 +25,8 @@ from torch.utils._pytree import tree_flatten
 
 from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
-from ftmodel.tracing.inputs import InputSpec, ModelInputs, batch_of, check_batch, resolve_inputs
+from ftmodel.tracing.inputs import (InputSpec, ModelInputs, _as_inputs, batch_of, check_batch,
+                                    resolve_inputs)
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["trace", "Recorder"]
@@ -188,20 +189,12 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
             resolved = resolved.map(lambda t: fake_of(t, device))
         else:
             meta_view = resolve_inputs(model, meta_like, batch)
-            device = _target_device(_as_inputs_any(real_like), model)
+            device = _target_device(_as_inputs(real_like), model)
             resolved = meta_view.map(lambda t: fake_of(t, device))
         state = {n: fake_of(t, device) for n, t in _named_state(model)}
         rec = Recorder(_module_names(model))
         _run(model, resolved, rec, state)
     return rec, batch_of(resolved)
-
-
-def _as_inputs_any(value: Any) -> ModelInputs:
-    if isinstance(value, torch.Tensor):
-        return ModelInputs(args=(value,))
-    if isinstance(value, dict):
-        return ModelInputs(kwargs=dict(value))
-    return ModelInputs(args=tuple(value))
 
 
 def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
