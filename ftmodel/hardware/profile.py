@@ -9,6 +9,15 @@ A profile has two halves that can be combined:
   (``[macs, bytes_read, bytes_written, time_s]`` rows; the curve is rebuilt from them on load)
   or a spec-derived ``roofline`` (peak rate, bandwidth, efficiency parameters), plus the
   execution mode (``sync`` CPU, ``async`` GPU), launch latency, sync cost and kernel floor.
+  Roofline parameters may be specialised per math dtype with a ``:<dtype>`` suffix, e.g.
+  ``peak_macs_per_s:fp16`` (tensor cores) next to ``peak_macs_per_s`` (the fp32 default).
+  ``launches_per_op`` says how many device kernels one op of a class launches on this device
+  under a framework (``{"eager": {"conv": 2.4, "conv:fp16": 4.4, "gemm": 2.0}}``; 1 if absent):
+  cuDNN and cuBLAS launch helper kernels that the aten-level trace cannot see.
+
+A **host-only** profile (schema ``ftmodel.host``) holds just a host half: built-in defaults such
+as ``paper-host`` and hosts calibrated on their own. It can be passed as ``host=`` but never as a
+device.
 
 Loading never executes code (no pickle): every field is type-checked and a bad field raises
 :class:`~ftmodel.errors.ProfileError` naming its path, e.g. ``device.op_classes.gemm.samples[3]``.
@@ -29,11 +38,14 @@ from typing import Any
 from ftmodel.errors import ProfileError
 
 __all__ = [
-    "SCHEMA", "SCHEMA_VERSION", "HostProfile", "FrameworkHost", "DeviceProfile",
-    "OpClassData", "HardwareProfile", "profile_from_dict", "read_profile", "write_profile",
+    "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "HostProfile", "FrameworkHost", "DeviceProfile",
+    "OpClassData", "HardwareProfile", "HostOnlyProfile", "profile_from_dict",
+    "host_profile_from_dict", "read_profile", "read_any_profile", "write_profile",
+    "write_host_profile",
 ]
 
 SCHEMA = "ftmodel.profile"
+HOST_SCHEMA = "ftmodel.host"
 SCHEMA_VERSION = 1
 HOST_EVENTS = ("module_call", "view", "alloc")
 
@@ -78,6 +90,24 @@ class DeviceProfile:
     kernel_floor_s: float = 0.0
     dtypes: tuple[str, ...] = ("fp32",)
     specs: Mapping[str, Any] = field(default_factory=dict)
+    # framework -> "<op class>" or "<op class>:<dtype>" -> device kernels per op (default 1)
+    launches_per_op: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostOnlyProfile:
+    """A host half on its own (schema ``ftmodel.host``): usable as ``host=``, never as a device."""
+
+    name: str
+    kind: str  # "calibrated" | "spec-derived" (fitted on published measurements)
+    host: HostProfile
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        return {"schema": HOST_SCHEMA, **d}
 
 
 @dataclass(frozen=True)
@@ -200,21 +230,46 @@ def _device(d: Any, path: str) -> DeviceProfile:
         kernel_floor_s=_get(d, "kernel_floor_s", float, path, 0.0),
         dtypes=tuple(dtypes),
         specs=dict(_get(d, "specs", dict, path, {})),
+        launches_per_op=_launches(_get(d, "launches_per_op", dict, path, {}),
+                                  f"{path}.launches_per_op"),
     )
 
 
-def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
-    """Validate a decoded JSON object and build a HardwareProfile; errors name the field."""
+def _launches(d: Mapping[str, Any], path: str) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for fw, table in d.items():
+        where = f"{path}.{fw}"
+        if not isinstance(table, Mapping):
+            raise ProfileError(f"profile field {where!r} must be an object of kernels per op")
+        out[str(fw)] = {str(k): _get(table, k, float, where) for k in table}
+        for k, v in out[str(fw)].items():
+            if v < 1.0:
+                raise ProfileError(f"profile field '{where}.{k}' must be >= 1 kernel per op, "
+                                   f"got {v!r}")
+    return out
+
+
+def _check_header(d: Any, source: str, schema: str) -> None:
     if not isinstance(d, Mapping):
         raise ProfileError(f"{source}: a profile must be a JSON object, got {type(d).__name__}")
-    if d.get("schema") != SCHEMA:
-        raise ProfileError(f"{source}: field 'schema' must be {SCHEMA!r}, got "
+    if d.get("schema") != schema:
+        other = {SCHEMA: "a device profile", HOST_SCHEMA: "a host-only profile"}.get(
+            str(d.get("schema")))
+        if other:
+            raise ProfileError(f"{source}: this is {other} (schema {d.get('schema')!r}), "
+                               f"expected schema {schema!r}")
+        raise ProfileError(f"{source}: field 'schema' must be {schema!r}, got "
                            f"{d.get('schema')!r}; this is not an ftmodel profile")
     version = d.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ProfileError(
             f"{source}: field 'schema_version' is {version!r} but this ftmodel reads version "
             f"{SCHEMA_VERSION}; re-run `ftmodel calibrate` or upgrade ftmodel")
+
+
+def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
+    """Validate a decoded JSON object and build a HardwareProfile; errors name the field."""
+    _check_header(d, source, SCHEMA)
     kind = _get(d, "kind", str, "")
     if kind not in ("calibrated", "spec-derived"):
         raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
@@ -230,8 +285,36 @@ def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
     )
 
 
-def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
+def host_profile_from_dict(d: Any, source: str = "<dict>") -> HostOnlyProfile:
+    """Validate a decoded ``ftmodel.host`` JSON object; errors name the field."""
+    _check_header(d, source, HOST_SCHEMA)
+    kind = _get(d, "kind", str, "")
+    if kind not in ("calibrated", "spec-derived"):
+        raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
+                           f"got {kind!r}")
+    return HostOnlyProfile(
+        name=_get(d, "name", str, ""),
+        kind=kind,
+        host=_host(_get(d, "host", dict, ""), "host"),
+        provenance=dict(_get(d, "provenance", dict, "", {})),
+        aliases=tuple(str(a) for a in _get(d, "aliases", list, "", [])),
+    )
+
+
+def read_any_profile(path: str | os.PathLike[str]) -> HardwareProfile | HostOnlyProfile:
+    """A device profile or a host-only profile, whichever the file's ``schema`` says."""
     p = Path(path)
+    data = _read_json(p)
+    build = host_profile_from_dict if isinstance(data, Mapping) and \
+        data.get("schema") == HOST_SCHEMA else profile_from_dict
+    try:
+        return build(data, str(p))
+    except ProfileError as err:
+        msg = str(err)
+        raise ProfileError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
+
+
+def _read_json(p: Path) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
@@ -241,6 +324,12 @@ def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     except json.JSONDecodeError as err:
         raise ProfileError(f"{p}: not valid JSON ({err.msg} at line {err.lineno}); the file is "
                            "corrupt — re-run `ftmodel calibrate` to rebuild it") from err
+    return data
+
+
+def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
+    p = Path(path)
+    data = _read_json(p)
     try:
         return profile_from_dict(data, str(p))
     except ProfileError as err:
@@ -267,4 +356,8 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
 
 
 def write_profile(profile: HardwareProfile, path: str | os.PathLike[str]) -> Path:
+    return write_json_atomic(path, profile.to_dict())
+
+
+def write_host_profile(profile: HostOnlyProfile, path: str | os.PathLike[str]) -> Path:
     return write_json_atomic(path, profile.to_dict())
