@@ -1,0 +1,78 @@
+"""Helper kernels that libraries launch below the aten level: the device's launch expansion.
+
+Counting semantics
+------------------
+A Program from ``frameworks.<name>.lower`` holds one Kernel per op that the framework launches.
+On a GPU, cuDNN and cuBLAS often launch more than one kernel for one such op: PyTorch 1.12's
+``addmm`` copies the bias into the output before the GEMM, cuDNN's implicit-precomputed-GEMM
+convolutions run an offsets kernel first and Winograd convolutions add input/output transforms,
+and fp16 convolutions on NCHW tensors add layout transposes around tensor-core kernels. The
+device profile's ``launches_per_op[framework]`` gives the *expected* number of device kernels
+per op, by ``"<op class>:<dtype>"`` or ``"<op class>"`` (e.g. ``{"conv": 2.4, "conv:fp16": 4.3,
+"gemm": 2.0}``; fitted from torch.profiler kernel counts, see
+``benchmarks/fit_gpu_efficiency.py``). Expected counts are fractional; the ``k``-th op of a class
+gets ``round((k+1)·(e−1)) − round(k·(e−1))`` helper kernels, so the total over a model is the
+expectation rounded and every op's count is deterministic (the same at every batch size, which
+the crossover search relies on).
+
+A helper kernel is a Kernel of class ``aux`` that does no counted work: it costs the device
+profile's ``aux`` curve (its kernel floor) on the device and the host profile's ``kernel:aux``
+event (one ``cudaLaunchKernel``) on the host. It follows its op's kernel and carries its module
+path. Profiles without ``launches_per_op`` (every calibrated CPU profile) leave programs as
+they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.hardware.profile import DeviceProfile
+
+__all__ = ["AUX_CLASS", "expand_launches", "launches_per_op", "dtype_key"]
+
+AUX_CLASS = "aux"
+_DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+
+
+def dtype_key(torch_dtype: str) -> str:
+    """``"float16"`` -> ``"fp16"`` (the short names profiles use); unknown names pass through."""
+    return _DTYPE_KEYS.get(torch_dtype, torch_dtype)
+
+
+def launches_per_op(table: dict[str, float] | None, op_class: str, dtype: str) -> float:
+    """Expected device kernels per op of ``op_class`` in ``dtype`` (short name); 1 if unlisted."""
+    if not table:
+        return 1.0
+    return float(table.get(f"{op_class}:{dtype}", table.get(op_class, 1.0)))
+
+
+def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
+    """``program`` with the device's helper kernels inserted after the ops that launch them."""
+    table = dict(device.launches_per_op.get(framework, {}))
+    if not table or not program.kernels:
+        return program
+    seen: Counter[str] = Counter()
+    out: list[Kernel] = []
+    for k in program.kernels:
+        out.append(k)
+        extra_per_op = launches_per_op(table, k.op_class, dtype_key(k.dtype)) - 1.0
+        if extra_per_op <= 0.0:
+            continue
+        key = f"{k.op_class}:{dtype_key(k.dtype)}"
+        i = seen[key]
+        seen[key] += 1
+        n_extra = _round(extra_per_op * (i + 1)) - _round(extra_per_op * i)
+        out.extend(Kernel(AUX_CLASS, 0, 0, 0, k.module_path, k.members, k.dtype, "aux")
+                   for _ in range(n_extra))
+    if len(out) == len(program.kernels):
+        return program
+    kernels = tuple(out)
+    events = {e: c for e, c in program.host_events.items() if not e.startswith("kernel:")}
+    events.update(kernel_events(kernels))
+    return Program(program.framework, kernels, events, program.batch, program.warnings)
+
+
+def _round(x: float) -> int:
+    return int(math.floor(x + 0.5))
