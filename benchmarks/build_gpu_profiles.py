@@ -1,0 +1,224 @@
+"""Generate the built-in GPU profiles: one JSON per row of shared/data/gpu_specs.csv.
+
+    .venv/bin/python benchmarks/build_gpu_profiles.py          # writes ftmodel/hardware/builtin/
+
+Each profile is ``kind: "spec-derived"``: its device half comes from the spec sheet (SMs, peak
+rates, memory bandwidth) and from efficiency parameters fitted on the Framework Tax paper's
+measurements (``benchmarks/gpu_efficiency.json``, written by ``fit_gpu_efficiency.py``); its
+host half is a *default* — the dispatch costs of the paper's Xeon hosts — and predictions that
+use it carry a warning.
+
+Per op class the device half is a roofline (``ftmodel.estimate.kernels``):
+``time = max((macs + half_macs) / peak, (bytes + half_bytes) / bandwidth, floor)`` with
+
+* ``peak_macs_per_s`` = fp32 CUDA-core rate × ``eff_cuda`` (MACs = FLOPs / 2), and per math dtype
+  ``peak_macs_per_s:fp16`` / ``:bf16`` / ``:tf32`` = the dense tensor-core rate × ``eff_tensor``.
+  GeForce cards use the fp32-accumulate tensor rate (half the fp16-accumulate headline), which is
+  what cuBLAS/cuDNN use for PyTorch fp16. Pascal (GP102) has no tensor cores and runs native fp16
+  at 1/64 rate; cuBLAS/cuDNN then compute fp16 tensors in fp32 (pseudo-fp16), so fp16 keeps the
+  fp32 rate and gains only from halved bytes — which the paper's Titan X / 1080 Ti data show
+  (ResNet-50 batch 128: fp16 1.3× faster than fp32, not 64× slower).
+* On Ampere and newer, ``conv`` in fp32 runs on TF32 tensor cores (``torch.backends.cudnn.allow_tf32``
+  defaults to True) while ``gemm``/``bmm`` stay fp32 (``torch.backends.cuda.matmul.allow_tf32``
+  defaults to False since PyTorch 1.12); dtype ``tf32`` puts both on TF32.
+* grouped / depthwise convolution runs on CUDA cores at ``eff_grouped`` of the MAC-class rate in
+  every dtype (cuDNN has no tensor-core depthwise kernels).
+* ``half_macs`` = ``ramp_mac_s`` × peak and ``half_bytes`` = ``ramp_byte_s`` × bandwidth: a kernel
+  reaches half its peak when its ideal time equals the ramp time, so the half-work size scales
+  with the GPU's throughput.
+* ``aux``: the helper kernels of ``launches_per_op`` (see ``ftmodel.estimate.launches``) cost the
+  kernel floor.
+
+Dtypes: fp32 and fp16 everywhere; bf16 and tf32 from Ampere on (Volta/Turing have neither).
+Names: a short name (``a100``, ``rtx8000``, ``v100``, ...), the torch device names of the CSV, and
+the paper's labels (RTX-8000, TitanX, 1080Ti, 2080Ti, 3090, A6000, V100, A100), which resolve to
+the variants the paper used (Table A1: V100 32 GB — the PCIe card, whose 14 TFLOPS fp32 matches
+the table's 28.26 non-tensor fp16 TFLOPS —, A100 40 GB SXM4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_common import SPECS_CSV, GpuSpec, gpu_specs  # noqa: E402
+
+from ftmodel.hardware.profile import (  # noqa: E402
+    DeviceProfile,
+    FrameworkHost,
+    HardwareProfile,
+    HostOnlyProfile,
+    HostProfile,
+    OpClassData,
+    write_host_profile,
+    write_profile,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILTIN = ROOT / "ftmodel" / "hardware" / "builtin"
+PARAMS = ROOT / "benchmarks" / "gpu_efficiency.json"
+
+MAC_CLASSES = ("gemm", "bmm", "conv", "attention")
+BYTE_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "embedding", "copy",
+                "other")
+
+# (gpu, variant) -> (profile name, extra aliases)
+NAMES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("GTX 1080 Ti", "PCIe 11GB (reference/FE)"): ("gtx1080ti", ("1080ti", "1080 Ti", "GTX 1080 Ti")),
+    ("V100", "SXM2 16GB"): ("v100-sxm2-16gb", ("V100-SXM2-16GB",)),
+    ("V100", "SXM2 32GB"): ("v100-sxm2-32gb", ("V100-SXM2-32GB",)),
+    ("V100", "PCIe 16GB"): ("v100-pcie-16gb", ("V100-PCIE-16GB",)),
+    ("V100", "PCIe 32GB"): ("v100-pcie-32gb", ("v100", "V100-PCIE-32GB", "Tesla V100")),
+    ("V100S", "PCIe 32GB"): ("v100s", ("V100S-PCIE-32GB",)),
+    ("RTX 2080 Ti", "reference board (FE values in notes)"): ("rtx2080ti", ("2080ti", "2080 Ti")),
+    ("Quadro RTX 8000", "PCIe 48GB (active)"): ("rtx8000", ("RTX-8000", "quadro-rtx8000")),
+    ("T4", "PCIe 16GB 70W"): ("t4", ()),
+    ("RTX 3090", "reference/FE 24GB"): ("rtx3090", ("3090", "GeForce RTX 3090")),
+    ("RTX A6000", "PCIe 48GB"): ("a6000", ("rtx-a6000",)),
+    ("A10", "PCIe 24GB 150W"): ("a10", ()),
+    ("A100", "SXM4 40GB"): ("a100-sxm4-40gb", ("a100", "A100-40GB", "A100-SXM4-40GB")),
+    ("A100", "PCIe 40GB"): ("a100-pcie-40gb", ("A100-PCIE-40GB",)),
+    ("A100", "SXM4 80GB"): ("a100-sxm4-80gb", ("A100-SXM4-80GB", "A100-80GB")),
+    ("A100", "PCIe 80GB"): ("a100-pcie-80gb", ("A100-PCIE-80GB",)),
+    ("L4", "PCIe 24GB 72W"): ("l4", ()),
+    ("L40S", "PCIe 48GB 350W"): ("l40s", ()),
+    ("RTX 4090", "FE 24GB"): ("rtx4090", ("4090",)),
+    ("H100", "SXM5 80GB"): ("h100-sxm5", ("h100", "H100-SXM5-80GB", "H100-SXM")),
+    ("H100", "PCIe 80GB"): ("h100-pcie", ("H100-PCIE-80GB",)),
+    ("H200", "SXM 141GB"): ("h200", ("h200-sxm",)),
+    ("H200", "NVL 141GB (PCIe)"): ("h200-nvl", ()),
+    ("Titan X (Pascal)", "PCIe 12GB"): ("titanx", ("Titan X", "TitanX", "Titan X (Pascal)")),
+}
+# torch device names shared by two rows resolve to the first: H200 NVL reports "NVIDIA H200" too
+SHARED_TORCH_NAMES = {"h200-nvl"}
+
+
+def dtypes_of(spec: GpuSpec) -> tuple[str, ...]:
+    if spec.family in ("Pascal", "Volta", "Turing"):
+        return ("fp32", "fp16")
+    return ("fp32", "tf32", "fp16", "bf16")
+
+
+def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, float]:
+    """Roofline parameters of one MAC class: peaks per math dtype and ramp sizes."""
+    bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
+    cuda = spec.fp32_tflops * 1e12 / 2 * eff["eff_cuda"]  # MAC/s
+    peaks = {"": cuda}
+    if spec.fp16_tensor_tflops is None:  # Pascal: pseudo-fp16, fp32 math
+        peaks["fp16"] = cuda
+    else:
+        tensor = lambda tflops: tflops * 1e12 / 2 * eff["eff_tensor"]  # noqa: E731
+        peaks["fp16"] = tensor(spec.fp16_tensor_tflops)
+        if spec.bf16_tensor_tflops:
+            peaks["bf16"] = tensor(spec.bf16_tensor_tflops)
+        if spec.tf32_tensor_tflops:
+            peaks["tf32"] = tensor(spec.tf32_tensor_tflops)
+            if cls == "conv":  # cuDNN allow_tf32 is on by default
+                peaks["fp32"] = peaks["tf32"]
+    out = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
+    for dt, peak in peaks.items():
+        sfx = f":{dt}" if dt else ""
+        out[f"peak_macs_per_s{sfx}"] = peak
+        out[f"half_macs{sfx}"] = eff["ramp_mac_s"] * peak
+    return out
+
+
+def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
+                launches: dict[str, dict[str, float]]) -> DeviceProfile:
+    bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
+    byte = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
+    classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
+    grouped = mac_params(spec, eff, "conv_grouped")
+    cuda_grouped = grouped["peak_macs_per_s"] * eff["eff_grouped"]
+    classes["conv_grouped"] = OpClassData("roofline", params={
+        "bandwidth_Bps": bw, "half_bytes": byte["half_bytes"],
+        "peak_macs_per_s": cuda_grouped, "half_macs": eff["ramp_mac_s"] * cuda_grouped})
+    classes.update({c: OpClassData("roofline", params=dict(byte)) for c in BYTE_CLASSES})
+    classes["aux"] = OpClassData("roofline", params={"bandwidth_Bps": bw, "floor_s": 0.0})
+    table = {fw: dict(t) for fw, t in launches.items()}
+    if spec.fp16_tensor_tflops is None:  # no tensor cores: no NCHW<->NHWC transposes in fp16
+        for t in table.values():
+            t.pop("conv:fp16", None)
+    return DeviceProfile(
+        name=f"{spec.gpu} {spec.variant}", type="cuda", execution="async", op_classes=classes,
+        launch_latency_s=eff["launch_latency_s"], sync_s=eff["sync_s"],
+        kernel_floor_s=eff["kernel_floor_s"], dtypes=dtypes_of(spec),
+        specs={"gpu": spec.gpu, "variant": spec.variant, "architecture": spec.arch,
+               "compute_capability": spec.compute_capability, "sm_count": spec.sm_count,
+               "fp32_tflops": spec.fp32_tflops, "fp16_tensor_tflops": spec.fp16_tensor_tflops,
+               "bf16_tensor_tflops": spec.bf16_tensor_tflops,
+               "tf32_tensor_tflops": spec.tf32_tensor_tflops, "memory_gb": spec.memory_gb,
+               "mem_bw_gbps": spec.mem_bw_gbps, "l2_cache_mb": spec.l2_mb,
+               "torch_device_names": list(spec.torch_names), "source": spec.source,
+               "notes": spec.notes},
+        launches_per_op=table)
+
+
+def host_half(name: str, h: dict[str, Any]) -> HostProfile:
+    fws = {fw: FrameworkHost(per_event_s=dict(v["per_event_s"]), per_call_s=float(v["per_call_s"]))
+           for fw, v in h["frameworks"].items()}
+    return HostProfile(name=name, cpu=h["cpu"], threads=1, frameworks=fws)
+
+
+def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwareProfile],
+                                                                  list[HostOnlyProfile]]:
+    eff = params["device"]
+    hosts = {n: host_half(n, h) for n, h in params["hosts"].items()}
+    profiles = []
+    for spec in specs:
+        name, extra = NAMES[(spec.gpu, spec.variant)]
+        torch_names = () if name in SHARED_TORCH_NAMES else spec.torch_names
+        aliases = tuple(dict.fromkeys([*extra, *torch_names]))
+        host_name = params["gpu_hosts"].get(name, "paper-host")
+        profiles.append(HardwareProfile(
+            name=name, kind="spec-derived",
+            device=device_half(spec, name, eff, params["launches_per_op"]),
+            host=hosts[host_name],
+            provenance={
+                "generated_by": "benchmarks/build_gpu_profiles.py",
+                "specs": "shared/data/gpu_specs.csv",
+                "efficiency": "benchmarks/gpu_efficiency.json (fit_gpu_efficiency.py on "
+                              "shared/data/framework_tax/latency.csv)",
+                "host": f"default host {host_name!r}: {params['hosts'][host_name]['note']}",
+                "fitted_on_gpus": params.get("fitted_on_gpus", []),
+            },
+            aliases=aliases))
+    host_only = [HostOnlyProfile(
+        name=n, kind="spec-derived", host=hosts[n],
+        provenance={"generated_by": "benchmarks/build_gpu_profiles.py",
+                    "note": params["hosts"][n]["note"]},
+        aliases=tuple(params["hosts"][n].get("aliases", ()))) for n in params["hosts"]]
+    return profiles, host_only
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", type=Path, default=PARAMS)
+    ap.add_argument("--out", type=Path, default=BUILTIN)
+    args = ap.parse_args(argv)
+    params = json.loads(args.params.read_text())
+    specs = gpu_specs(SPECS_CSV)
+    missing = [(s.gpu, s.variant) for s in specs if (s.gpu, s.variant) not in NAMES]
+    if missing:
+        raise SystemExit(f"no profile name for CSV rows {missing}; add them to NAMES")
+    profiles, hosts = build(params, specs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "hosts").mkdir(exist_ok=True)
+    for old in [*args.out.glob("*.json"), *(args.out / "hosts").glob("*.json")]:
+        old.unlink()
+    for p in profiles:
+        write_profile(p, args.out / f"{p.name}.json")
+    for h in hosts:
+        write_host_profile(h, args.out / "hosts" / f"{h.name}.json")
+    print(f"wrote {len(profiles)} GPU profiles and {len(hosts)} host profiles to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
