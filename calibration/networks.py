@@ -7,7 +7,9 @@ networks from generic blocks (conv-BN-activation, depthwise-separable, residual 
 with widths, depths and resolutions drawn from a fixed seed — never the validation models —
 measures them at a few batch sizes, and fits, by non-negative least squares in relative error,
 ``measured − Σo ≈ device_scale·Σk + per_kernel_s·n_kernels`` (host costs Σo come from the
-dispatch stage and are kept as measured; ``host_scale`` is 1).
+dispatch stage and are kept as measured; ``host_scale`` is 1). A weight-streaming term
+(seconds per parameter byte) was tried and dropped: on this CPU its fit was unstable (0 to
+2e-10 s/B between runs) and over-predicted ResNets by up to 40%.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def _conv_configs(rng: random.Random, n: int, depthwise: bool) -> list[tuple[int
         b = rng.choice([1, 1, 2, 4, 8, 16])
         cin = rng.choice(chans)
         cout = cin if depthwise else rng.choice(chans)
-        hw = rng.choice([1, 7, 14, 28, 56, 112] if not depthwise else [7, 14, 28, 56, 112])
+        hw = rng.choice([1, 4, 7, 7, 14, 14, 28, 56, 112] if not depthwise else [7, 14, 28, 56, 112])
         k = rng.choice([3, 5] if depthwise else [1, 1, 3, 3, 3, 7])
         stride = rng.choice([1, 1, 2]) if hw > 1 else 1
         groups = cin if depthwise else 1
@@ -135,7 +135,7 @@ def _conv(quick: bool, depthwise: bool) -> list[OpSample]:
     cls = "conv_grouped" if depthwise else "conv"
     out = [OpSample(cls, cls, f"{cls} floor", _conv_module(2, 2, 3, 1, 2 if depthwise else 1),
                     (_r(1, 2, 4, 4),), is_floor=True)]
-    n = (40 if not depthwise else 28) if not quick else 8
+    n = (60 if not depthwise else 28) if not quick else 8
     for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise):
         out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
                             _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))

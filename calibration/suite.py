@@ -115,12 +115,13 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
 
 
 def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float
-                 ) -> tuple[OpClassData, list[dict[str, Any]]]:
+                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
     """Measure one curve's samples with their families' floors; device time = time − floor."""
     measured = _measure_group([(s.label, s.module, s.inputs) for s in samples], device, rounds,
                               round_s)
     floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
     rows: list[tuple[float, float, float, float]] = []
+    variants: list[str] = []
     raw: list[dict[str, Any]] = []
     for s in samples:
         if s.is_floor:
@@ -134,8 +135,10 @@ def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: flo
         floor_s = floors[s.family]
         device_s = max(total_s - floor_s, 1e-9)
         rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written), device_s))
-        raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread})
-    return OpClassData(model="samples", samples=tuple(rows)), raw
+        variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
+        raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
+                    "variant": variants[-1]})
+    return OpClassData(model="samples", samples=tuple(rows)), raw, variants
 
 
 def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
@@ -144,7 +147,7 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
     from ftmodel.api import Predictor
 
     predictor = Predictor("eager", partial)
-    nets = synthetic_networks(6 if quick else 12)
+    nets = synthetic_networks(6 if quick else 18)
     batches = (1, 8) if quick else (1, 4, 16)
     fns, rows = {}, []
     for net in nets:
@@ -154,13 +157,13 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             prog = eager.lower(trace(net.module, net.make_inputs(b)))
             tl = predictor.timeline(prog, [])
             rows.append(((net.name, b), tl.overhead_s - fh.per_call_s, tl.compute_s,
-                         prog.n_launches))
+                         float(sum(k.bytes_weights for k in prog.kernels)), prog.n_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
-    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[4] for r in rows],
                         [measured[r[0]].time_s for r in rows])
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
-         "n_kernels": r[3], "time_s": measured[r[0]].time_s} for r in rows)
+         "weight_bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 
@@ -217,7 +220,12 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             for cls in OP_SWEEP_CLASSES:
                 if not sweeps[cls]:
                     continue
-                classes[cls], raw[cls] = _class_stage(sweeps[cls], device, rounds, round_s)
+                classes[cls], raw[cls], variants = _class_stage(sweeps[cls], device, rounds,
+                                                                round_s)
+                for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
+                    rows = [r for r, rv in zip(classes[cls].samples, variants) if rv == v]
+                    if len(rows) >= 3:
+                        classes[f"{cls}:{v}"] = OpClassData("samples", tuple(rows))
                 bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                 write_profile(snapshot(False), path)
             math_rows = [r for c, d in classes.items() if c.startswith("elementwise@")

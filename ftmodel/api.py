@@ -165,8 +165,10 @@ class Predictor:
         device_s = self.device_model.kernel_times_s(program.kernels, warnings)
         im = self.fw_host.in_model
         if im:
+            weights = np.array([k.bytes_weights for k in program.kernels], dtype=np.float64)
             host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
-            device_s = device_s * im.get("device_scale", 1.0)
+            device_s = (device_s * im.get("device_scale", 1.0)
+                        + weights * im.get("per_weight_byte_s", 0.0))
         return run_timeline(host_s, device_s, execution=dev.execution,
                             per_call_s=self.fw_host.per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
@@ -183,9 +185,12 @@ class Predictor:
         def compute_at(b: float) -> float:
             work = [_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels)]
             ks = tuple(Kernel(k.op_class, int(m), int(r), int(w), k.module_path, k.members,
-                              k.dtype, k.variant) for k, (m, r, w) in zip(p1.kernels, work))
-            scale = self.fw_host.in_model.get("device_scale", 1.0)
-            return scale * float(self.device_model.kernel_times_s(ks).sum())
+                              k.dtype, k.variant, k.bytes_weights)
+                       for k, (m, r, w) in zip(p1.kernels, work))
+            im = self.fw_host.in_model
+            weights = sum(k.bytes_weights for k in ks) * im.get("per_weight_byte_s", 0.0)
+            return im.get("device_scale", 1.0) * float(
+                self.device_model.kernel_times_s(ks).sum()) + weights
 
         return crossover(lambda b: overhead, compute_at)
 

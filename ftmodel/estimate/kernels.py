@@ -110,7 +110,7 @@ class DeviceModel:
             base = op.split(".")[-2] if op.count(".") >= 2 else op
             if f"{op_class}@{base.rstrip('_')}" in self._curves:
                 return f"{op_class}@{base.rstrip('_')}"
-        for v in (variant, "math" if variant == "math_inplace" else ""):
+        for v in (variant, "math" if variant == "math_inplace" else ""):  # then the class
             if v and f"{op_class}:{v}" in self._curves:
                 return f"{op_class}:{v}"
         return op_class

@@ -31,6 +31,7 @@ class Kernel:
     members: tuple[str, ...]  # aten ops (or runtime nodes) fused into this kernel
     dtype: str = "float32"
     variant: str = ""  # refines op_class for device time: "inplace", "math", "math_inplace"
+    bytes_weights: int = 0  # part of bytes_read that is model parameters / buffers
 
     @property
     def bytes_total(self) -> int:

@@ -44,8 +44,9 @@ def _nbytes(ts: list[torch.Tensor]) -> int:
 class Recorder:
     """Collects op records, module paths and call counts during one forward pass."""
 
-    def __init__(self, module_names: dict[int, str]) -> None:
+    def __init__(self, module_names: dict[int, str], weight_ids: set[int] | None = None) -> None:
         self.records: list[OpRecord] = []
+        self.weight_ids = weight_ids or set()  # ids of the parameter/buffer tensors used
         self.module_stack: list[str] = []
         self.module_calls: Counter[str] = Counter()
         self.module_names = module_names
@@ -78,6 +79,7 @@ class Recorder:
         is_view = op_class in ("view", "alloc")
         bytes_read = 0 if is_view else _nbytes(ins)
         bytes_written = 0 if is_view else _nbytes(outs)
+        bytes_weights = 0 if is_view else _nbytes([t for t in ins if id(t) in self.weight_ids])
         macs = macs_of(func, args, out) if op_class in MAC_CLASSES else 0
         if macs:
             flops = 2 * macs
@@ -96,12 +98,13 @@ class Recorder:
             flops=flops,
             bytes_read=bytes_read,
             bytes_written=bytes_written,
+            bytes_weights=bytes_weights,
             input_shapes=tuple(tuple(int(s) for s in t.shape) for t in ins),
             output_shapes=tuple(tuple(int(s) for s in t.shape) for t in outs),
             dtype=dtype,
             is_view=is_view,
             launches=0 if is_view else 1,
-            variant=variant_of(func) if not is_view else "",
+            variant=variant_of(func, args) if not is_view else "",
         ))
 
 
@@ -192,7 +195,7 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
             device = _target_device(_as_inputs(real_like), model)
             resolved = meta_view.map(lambda t: fake_of(t, device))
         state = {n: fake_of(t, device) for n, t in _named_state(model)}
-        rec = Recorder(_module_names(model))
+        rec = Recorder(_module_names(model), {id(t) for t in state.values()})
         _run(model, resolved, rec, state)
     return rec, batch_of(resolved)
 
@@ -224,7 +227,7 @@ def _trace_real(model: nn.Module, inputs: InputSpec, batch: int | None) -> tuple
             "tensors, so it cannot be run for real either; build it on a real device."
         )
     resolved = resolve_inputs(model, inputs, batch)
-    rec = Recorder(_module_names(model))
+    rec = Recorder(_module_names(model), {id(t) for _, t in _named_state(model)})
     _run(model, resolved, rec, None)
     return rec, batch_of(resolved)
 

@@ -254,9 +254,21 @@ MATH_OPS = frozenset({
 })
 
 
-def variant_of(func: Any) -> str:
-    """"inplace", "math", "math_inplace" or "" (see records.py): what refines device time."""
+def _conv_backend(args: Sequence[Any]) -> str:
+    """The backend eager PyTorch picks for this convolution here (e.g. "mkldnn", "slow2d")."""
+    try:
+        backend = torch._C._select_conv_backend(*args[:9], None)
+    except Exception:  # noqa: BLE001 - private API; absent or changed: no variant
+        return ""
+    return str(backend).rsplit(".", 1)[-1].lower()
+
+
+def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
+    """What refines device time within an op class (see records.py): "inplace", "math",
+    "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...) or ""."""
     name = _packet_name(func)
+    if name == "convolution" and len(args) >= 9:
+        return _conv_backend(args)
     schema = getattr(func, "_schema", None)
     inplace = bool(schema is not None and schema.arguments and schema.arguments[0].alias_info
                    is not None and schema.arguments[0].alias_info.is_write)

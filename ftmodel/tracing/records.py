@@ -13,10 +13,14 @@ Counting semantics
   normalisation, softmax, pooling and reduction ops (a coarse figure; not used for latency).
 * ``bytes_read`` / ``bytes_written`` are the sizes of the tensor arguments and results
   (element size × number of elements), i.e. the traffic of an unfused kernel; views move 0 bytes.
+  ``bytes_weights`` is the part of ``bytes_read`` that is model parameters or buffers: in a whole
+  forward pass these stream from memory rather than sit in cache.
 * ``launches`` is the number of device kernels the op launches in eager PyTorch: 0 for views and
   uninitialised allocations (``empty``), 1 otherwise.
 * ``variant`` refines the op class for device time: ``inplace`` (writes into an input, no new
-  allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, or "".
+  allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, the
+  convolution backend eager PyTorch selects for these shapes on this host (``mkldnn``,
+  ``slow2d``, ...: their speeds differ several-fold), or "".
 * Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries), which carry the
   eager framework's Python-side tax with the aten dispatches. Plain Python code inside
   ``forward`` is not counted on its own; calibration prices it per module call.
@@ -46,12 +50,13 @@ class OpRecord:
     flops: int
     bytes_read: int
     bytes_written: int
+    bytes_weights: int
     input_shapes: tuple[Shape, ...]
     output_shapes: tuple[Shape, ...]
     dtype: str  # dtype of the first tensor output (or input), e.g. "float32"
     is_view: bool
     launches: int
-    variant: str = ""  # "inplace" | "math" | "math_inplace" | ""  (see module docstring)
+    variant: str = ""  # "inplace" | "math" | "math_inplace" | conv backend | ""  (see docstring)
 
     @property
     def bytes_total(self) -> int:
