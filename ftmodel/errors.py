@@ -15,6 +15,7 @@ __all__ = [
     "UnknownNameError",
     "ProfileError",
     "FrameworkUnsupported",
+    "BackendUnavailable",
     "TraceError",
     "closest_match",
 ]
@@ -55,6 +56,11 @@ class FrameworkUnsupported(FtmodelError):
         where = module or "<root>"
         text = f"framework {framework!r} cannot run op {op!r} in module {where!r}"
         super().__init__(text + (f": {reason}" if reason else ""))
+
+
+class BackendUnavailable(FtmodelError, RuntimeError):
+    """A framework's runtime piece is missing on this machine (an ONNX Runtime execution
+    provider, a compiler toolchain); the message names it and how to install it."""
 
 
 class TraceError(FtmodelError, RuntimeError):

@@ -161,10 +161,12 @@ def test_unknown_framework(mlp: nn.Module, tiny_profile: HardwareProfile) -> Non
     assert "Did you mean 'pytorch'?" in msg
 
 
-def test_planned_framework_not_implemented(mlp: nn.Module,
-                                           tiny_profile: HardwareProfile) -> None:
-    with pytest.raises(NotImplementedError, match="eager"):
+def test_modelled_framework_needs_its_host_costs(mlp: nn.Module,
+                                                 tiny_profile: HardwareProfile) -> None:
+    # onnxruntime is modelled now; the tiny profile has host costs for eager only
+    with pytest.raises(ProfileError) as err:
         predict_latency(mlp, "ort", tiny_profile, 1, inputs=torch.randn(1, IN))
+    assert "'onnxruntime'" in str(err.value) and "--frameworks onnxruntime" in str(err.value)
 
 
 # ---- bad arguments ------------------------------------------------------------------------------

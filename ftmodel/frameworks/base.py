@@ -4,6 +4,12 @@ A :class:`Kernel` is one device kernel (possibly several fused aten ops) with th
 members at the kernel boundary. A :class:`Program` is the ordered kernels plus the host events
 the framework pays for on the CPU (module calls, Python-level torch calls, views, allocations),
 counted by kind. Each framework module exposes ``lower(trace) -> Program``.
+
+Frameworks that compile the model into their own artifact (ONNX Runtime, TorchScript, inductor)
+cannot lower from a Trace alone: they also set :attr:`Framework.lower_model`, which receives the
+model and its inputs and counts kernels from the artifact (the Trace is passed along for
+feasibility checks and cost attribution). :attr:`Framework.runner` runs that same artifact for
+live measurement.
 """
 
 from __future__ import annotations
@@ -11,12 +17,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ftmodel.errors import UnknownNameError
 from ftmodel.tracing.records import Trace
 
 __all__ = ["Kernel", "Program", "Framework", "FRAMEWORKS", "ALIASES", "get_framework",
-           "canonical_framework"]
+           "canonical_framework", "ModelLowering", "ModelRunner", "register"]
 
 
 @dataclass(frozen=True)
@@ -57,9 +64,32 @@ class Program:
         return sum(k.macs for k in self.kernels)
 
 
+class ModelLowering(Protocol):
+    """``lower_model(model, inputs, batch, trace, *, device="cpu", dtype="fp32") -> Program``.
+
+    ``inputs`` is the user's InputSpec (resolved to ``batch`` by the lowering), ``device`` the
+    profile's device type ("cpu" | "cuda"), ``dtype`` one of ftmodel's dtype names.
+    """
+
+    def __call__(self, model: Any, inputs: Any, batch: int, trace: Trace, *,
+                 device: str = "cpu", dtype: str = "fp32") -> Program: ...
+
+
+class ModelRunner(Protocol):
+    """``runner(model, inputs, batch, *, device="cpu", dtype="fp32") -> fn``; ``fn()`` runs one
+    inference with the very artifact the lowering counted (for live measurement)."""
+
+    def __call__(self, model: Any, inputs: Any, batch: int, *, device: str = "cpu",
+                 dtype: str = "fp32") -> Callable[[], object]: ...
+
+
 @dataclass(frozen=True)
 class Framework:
-    """A framework as ftmodel models it."""
+    """A framework as ftmodel models it.
+
+    ``lower`` maps a Trace to a Program. ``lower_model``, when set, is preferred by the
+    predictor: it builds the framework's own artifact from the model and counts from it.
+    """
 
     name: str
     lower: Callable[[Trace], Program]
@@ -67,6 +97,8 @@ class Framework:
     description: str = ""
     legacy: bool = False
     host_events_from: str = ""  # host profile entry to read costs from ("" = own name)
+    lower_model: ModelLowering | None = None
+    runner: ModelRunner | None = None
 
 
 def kernel_events(kernels: tuple[Kernel, ...]) -> Counter[str]:
@@ -77,7 +109,7 @@ FRAMEWORKS: dict[str, Framework] = {}
 ALIASES = {"pytorch": "eager", "torch": "eager", "ort": "onnxruntime", "torch.compile": "inductor",
            "compile": "inductor", "jit": "torchscript", "ort-cudagraphs": "onnxruntime-cudagraphs",
            "cuda-graphs": "cudagraphs", "cuda_graphs": "cudagraphs"}
-PLANNED = ("torchscript", "onnxruntime", "inductor", "cudagraphs", "onnxruntime-cudagraphs")
+PLANNED: tuple[str, ...] = ("torchscript", "inductor", "cudagraphs", "onnxruntime-cudagraphs")
 
 
 def register(fw: Framework) -> Framework:
@@ -105,7 +137,18 @@ def get_framework(name: str) -> Framework:
     return FRAMEWORKS[canonical_framework(name)]
 
 
+_BUILTIN_LOADED = False
+
+
 def _load_builtin_frameworks() -> None:
-    if FRAMEWORKS:
+    # A flag, not ``if FRAMEWORKS``: importing one framework module directly (calibration imports
+    # eager) registers it without loading the others. The modules import their heavy
+    # dependencies (onnx, onnxruntime, torch._inductor) lazily, on first use.
+    global _BUILTIN_LOADED
+    if _BUILTIN_LOADED:
         return
-    from ftmodel.frameworks import eager  # noqa: F401  (registers itself)
+    _BUILTIN_LOADED = True
+    import importlib
+
+    for module in ("eager", "onnxruntime"):
+        importlib.import_module(f"ftmodel.frameworks.{module}")  # each registers itself

@@ -1,0 +1,209 @@
+"""ONNX Runtime lowering: kernel counts against ORT's own profiler, fusion, errors, caching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+import ftmodel
+from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
+from ftmodel.frameworks import onnxruntime as ort_fw
+from ftmodel.frameworks.base import get_framework
+from ftmodel.frameworks.onnx_graph import VIEW_OPS
+
+pytestmark = pytest.mark.requires_onnxruntime
+
+IN, HID, OUT = 16, 32, 8
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT)).eval()
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4)).eval()
+
+
+def _tiny_bert() -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.BertModel(cfg).eval(), {"input_ids": torch.zeros(1, 16,
+                                                                          dtype=torch.long)}
+
+
+class _Mixer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.fft(torch.fft.fft(self.proj(x), dim=-1), dim=-2).real  # FNet mixing
+
+
+class _FNetLike(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = _Mixer()
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mix(x))
+
+
+def _profiled(model: nn.Module, inputs: Any, batch: int, tmp_path: Path
+              ) -> tuple[ort_fw.OrtArtifact, list[dict[str, Any]]]:
+    """Build with ORT's profiler on, run once, return the artifact and its "Node" events."""
+    tr = ftmodel.trace(model, inputs, batch)
+    art = ort_fw.build(model, inputs, batch, tr, enable_profiling=True,
+                       profile_dir=str(tmp_path))
+    art.run()
+    path = art.session.end_profiling()
+    events = [e for e in json.loads(Path(path).read_text())
+              if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    return art, events
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "bert"])
+def test_count_matches_ort_profiler(name: str, tmp_path: Path) -> None:
+    model, inputs, batch = {
+        "mlp": lambda: (_mlp(), torch.randn(1, IN), 4),
+        "cnn": lambda: (_cnn(), torch.randn(1, 3, 8, 8), 2),
+        "bert": lambda: (*_tiny_bert(), 2),
+    }[name]()
+    art, events = _profiled(model, inputs, batch, tmp_path)
+    prog = art.program
+    # every node ORT ran is either a kernel or a view-like host event, none uncounted
+    assert prog.n_launches + prog.host_events.get("view", 0) == len(events)
+    kernel_events = [e for e in events if e["args"]["op_name"] not in VIEW_OPS]
+    assert prog.n_launches == len(kernel_events)
+    # same order and op types as ORT executed them
+    assert [k.members[0].split("::")[-1] for k in prog.kernels] == \
+        [e["args"]["op_name"] for e in kernel_events]
+    assert sum(v for k, v in prog.host_events.items() if k.startswith("kernel:")) == \
+        prog.n_launches
+
+
+def test_conv_bn_relu_fuse_into_one_kernel() -> None:
+    model = _cnn()
+    x = torch.randn(1, 3, 8, 8)
+    prog = ort_fw.lower_model(model, x, 2, ftmodel.trace(model, x, 2))
+    convs = [k for k in prog.kernels if k.op_class == "conv"]
+    # BatchNorm folds into the conv at export; ORT fuses the ReLU into the conv kernel
+    assert len(convs) == 1
+    assert "Relu" in convs[0].members
+    assert not any(k.op_class == "norm" for k in prog.kernels)
+    assert not any("Relu" == k.members[0] for k in prog.kernels)
+    assert convs[0].module_path == "0"  # the conv's module, not the fused ReLU's
+    # MACs = N·H·W·C_out_padded·C_in·k² with C_out ≥ 16 (NCHWc pads to its block)
+    assert convs[0].macs >= 2 * 8 * 8 * 16 * 3 * 9
+
+
+def test_mlp_work_from_graph_shapes() -> None:
+    model, b = _mlp(), 4
+    prog = ort_fw.lower_model(model, torch.randn(1, IN), b)
+    gemms = [k for k in prog.kernels if k.op_class == "gemm"]
+    # two Gemm nodes (bias folded in); ReLU fused into the first as FusedGemm or kept apart
+    assert len(gemms) == 2
+    # MACs = b·16·32 + b·32·8, exactly as eager
+    assert prog.macs == b * IN * HID + b * HID * OUT
+    first = gemms[0]
+    # bytes at the kernel boundary: x (b·16) + W (32·16) + bias (32) in, y (b·32) out, fp32
+    assert first.bytes_read == 4 * (b * IN + HID * IN + HID)
+    assert first.bytes_written == 4 * b * HID
+    assert [k.module_path for k in gemms] == ["0", "2"]
+
+
+def test_bert_fusions_and_paths() -> None:
+    model, inputs = _tiny_bert()
+    prog = ort_fw.lower_model(model, inputs, 1, ftmodel.trace(model, inputs, 1))
+    members = {m for k in prog.kernels for m in k.members}
+    assert "com.microsoft::SkipLayerNormalization" in members  # residual add + LayerNorm
+    assert "com.microsoft::Gelu" in members  # erf-GELU pattern fused
+    assert prog.macs == ftmodel.trace(model, inputs, 1).total_macs
+    assert any(k.module_path.startswith("encoder.layer.1.attention") for k in prog.kernels)
+
+
+def test_fft_unsupported_from_trace() -> None:
+    model = _FNetLike().eval()
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(FrameworkUnsupported) as err:
+        ort_fw.lower_model(model, x, 2, ftmodel.trace(model, x, 2))
+    assert err.value.framework == "onnxruntime"
+    assert "fft" in err.value.op and err.value.module == "mix"
+
+
+def test_fft_unsupported_from_export_error() -> None:
+    # without a Trace, the exporter's own error is translated
+    with pytest.raises(FrameworkUnsupported, match="fft"):
+        ort_fw.build(_FNetLike().eval(), torch.randn(2, 4, 8), 2, None)
+
+
+def test_missing_provider_names_it_and_how_to_install() -> None:
+    provider = "TensorrtExecutionProvider"
+    try:
+        ort_fw.check_provider(provider)
+    except BackendUnavailable:
+        pass
+    else:
+        pytest.skip("TensorRT execution provider is usable on this machine")
+    with pytest.raises(BackendUnavailable) as err:
+        ort_fw.lower_model(_mlp(), torch.randn(1, IN), 1, provider=provider)
+    msg = str(err.value)
+    assert provider in msg and "install" in msg and "tensorrt" in msg.lower()
+
+
+def test_unknown_provider() -> None:
+    with pytest.raises(BackendUnavailable, match="does not include it"):
+        ort_fw.check_provider("NoSuchExecutionProvider")
+
+
+def test_cache_and_runner_match_eager() -> None:
+    model, x = _mlp(), torch.randn(3, IN)
+    ort_fw.CACHE.clear()
+    p1 = ort_fw.lower_model(model, x, 3)
+    p2 = ort_fw.lower_model(model, x, 3)
+    assert p1 is p2 and len(ort_fw.CACHE) == 1  # one export per (model, batch, dtype, ...)
+    run = ort_fw.runner(model, x, 3)
+    assert len(ort_fw.CACHE) == 1  # the runner reuses the cached session
+    (out,) = run()  # type: ignore[misc]
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_registry_entry() -> None:
+    fw = get_framework("ort")
+    assert fw.name == "onnxruntime" and fw.lower_model is not None and fw.runner is not None
+    with pytest.raises(InvalidArgumentError, match="lower_model"):
+        fw.lower(ftmodel.trace(_mlp(), torch.randn(1, IN)))
+
+
+@pytest.mark.xfail(raises=InvalidArgumentError, strict=False,
+                   reason="Predictor.predict must call Framework.lower_model (change pending)")
+def test_predict_latency_uses_lower_model(profile_factory: Any) -> None:
+    from ftmodel.hardware.profile import FrameworkHost
+    from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
+
+    per = {k: v for k, v in TINY_PER_EVENT_S.items() if k.startswith("kernel:")}
+    prof = profile_factory(name="ort-cpu", frameworks={
+        "onnxruntime": FrameworkHost(per_event_s={**per, "view": 1e-7},
+                                     per_call_s=TINY_PER_CALL_S)})
+    model = _mlp()
+    p = ftmodel.predict_latency(model, "ort", prof, 4, inputs=torch.randn(1, IN))
+    expected = ort_fw.lower_model(model, torch.randn(1, IN), 4)
+    assert p.framework == "onnxruntime" and p.n_launches == expected.n_launches
+    assert p.macs == 4 * IN * HID + 4 * HID * OUT
