@@ -1,0 +1,135 @@
+"""TorchScript lowering: counts of the frozen, optimized graph on small modules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ftmodel
+from ftmodel.errors import FrameworkUnsupported
+from ftmodel.frameworks import torchscript as ts
+from ftmodel.frameworks.base import get_framework
+
+IN, HID, OUT = 16, 32, 8
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT)).eval()
+
+
+def _build(model: nn.Module, x: torch.Tensor, batch: int) -> ts.TsArtifact:
+    return ts.build(model, x, batch, ftmodel.trace(model, x, batch))
+
+
+def test_registry_entry_is_legacy() -> None:
+    fw = get_framework("jit")
+    assert fw.name == "torchscript" and fw.legacy
+    assert fw.lower_model is not None and fw.runner is not None
+
+
+def test_mlp_counts() -> None:
+    b = 4
+    prog = _build(_mlp(), torch.randn(1, IN), b).program
+    # freezing turns each Linear into matmul (pre-transposed weight) + bias add:
+    # n_launches = 2 Linear × (matmul + add) + 1 ReLU = 5
+    assert prog.n_launches == 2 * 2 + 1
+    assert prog.host_events["kernel:gemm"] == 2 and prog.host_events["kernel:elementwise"] == 3
+    assert "module_call" not in prog.host_events  # the frozen graph has no module calls
+    # MACs = b·16·32 + b·32·8, as eager
+    assert prog.macs == b * IN * HID + b * HID * OUT
+    gemm = prog.kernels[0]
+    # bytes: x (b·16) + W (16·32) in, y (b·32) out, fp32; W is a frozen constant (weights)
+    assert (gemm.bytes_read, gemm.bytes_written) == (4 * (b * IN + IN * HID), 4 * b * HID)
+    assert gemm.bytes_weights == 4 * IN * HID
+    assert [k.module_path for k in prog.kernels] == ["0", "0", "1", "2", "2"]
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
+def test_cnn_counts_with_mkldnn_conversion() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(8 * 8 * 8, 4)).eval()
+    x, b = torch.randn(1, 3, 8, 8), 2
+    prog = _build(model, x, b).program
+    kinds = [k.members[0] for k in prog.kernels]
+    # optimize_for_inference on the CPU: BN folds into the conv, the conv runs in MKLDNN layout
+    # n_launches = to_mkldnn + conv + relu_ + to_dense + (matmul + add) = 6
+    assert kinds == ["aten::to_mkldnn", "prim::mkldnn_convolution", "aten::relu_",
+                     "aten::to_dense", "aten::matmul", "aten::add"]
+    assert prog.host_events["view"] == 1  # flatten of a contiguous tensor
+    # conv MACs = b·8·8·8·3·9; linear MACs = b·512·4
+    assert prog.kernels[1].macs == b * 8 * 8 * 8 * 3 * 9
+    assert prog.macs == b * 8 * 8 * 8 * 3 * 9 + b * 512 * 4
+    assert prog.kernels[1].module_path == "0" and prog.kernels[4].module_path == "4"
+
+
+def test_fusion_group_is_one_kernel() -> None:
+    # NNC fusion is off on the CPU (and needs LLVM to run), so build the group with the pass
+    g = torch._C.parse_ir("""
+graph(%x : Float(4, 16, strides=[16, 1], requires_grad=0, device=cpu),
+      %w : Float(16, 8, strides=[8, 1], requires_grad=0, device=cpu)):
+  %y : Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu) = aten::mm(%x, %w)
+  %t : Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu) = aten::tanh(%y)
+  %z : Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu) = aten::mul(%t, %t)
+  %s : Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu) = aten::sigmoid(%z)
+  return (%s)
+""")
+    old = torch._C._jit_can_fuse_on_cpu()
+    torch._C._jit_override_can_fuse_on_cpu(True)
+    try:
+        torch._C._jit_pass_fuse_tensorexprs(g)
+    finally:
+        torch._C._jit_override_can_fuse_on_cpu(old)
+    assert "prim::TensorExprGroup" in str(g)
+    prog = ts.lower_graph(g, (torch.randn(4, 16), torch.randn(16, 8)), frozenset({""}),
+                          batch=4)
+    # mm + one group for tanh·mul·sigmoid = 2 kernels; the type guard and If are instructions
+    assert prog.n_launches == 2
+    group = prog.kernels[1]
+    assert group.members == ("prim::TensorExprGroup", "aten::tanh", "aten::mul", "aten::sigmoid")
+    assert (group.bytes_read, group.bytes_written) == (4 * 4 * 8, 4 * 4 * 8)  # boundary only
+    assert prog.kernels[0].macs == 4 * 16 * 8
+    assert prog.host_events["jit_node"] == 2
+
+
+def test_fft_runs_under_torchscript() -> None:
+    # TorchScript runs FFTs (ordinary aten ops); only the ONNX path rejects them
+    class Mix(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.fft.fft(torch.fft.fft(x, dim=-1), dim=-2).real
+
+    prog = _build(Mix().eval(), torch.randn(2, 4, 8), 2).program
+    assert [k.members[0] for k in prog.kernels].count("aten::fft_fft") == 2
+
+
+def test_data_dependent_control_flow_unsupported() -> None:
+    class Gate(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.relu() if x.sum() > 0 else -x
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+            self.gate = Gate()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gate(self.proj(x))
+
+    model, x = Net().eval(), torch.randn(2, 4)
+    with pytest.raises(FrameworkUnsupported) as err:
+        ts.lower_model(model, x, 2, ftmodel.trace(model, x, 2))
+    assert err.value.framework == "torchscript" and err.value.module == "gate"
+    assert "data-dependent" in str(err.value)
+
+
+def test_runner_and_cache() -> None:
+    model, x = _mlp(), torch.randn(3, IN)
+    ts.CACHE.clear()
+    p1 = ts.lower_model(model, x, 3)
+    assert ts.lower_model(model, x, 3) is p1
+    out = ts.runner(model, x, 3)()
+    with torch.no_grad():
+        torch.testing.assert_close(out[0], model(x))  # type: ignore[index]
