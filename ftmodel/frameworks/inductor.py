@@ -1,0 +1,325 @@
+"""torch.compile with the inductor backend: count the kernel calls of the generated wrapper code.
+
+Pipeline: ``torch.compile(model, backend="inductor", dynamic=False)`` under ``no_grad`` in eval
+mode; one warm-up call inside ``torch._inductor.utils.run_and_get_code`` compiles the graph(s)
+and captures each graph's wrapper module (the Python code inductor generates and runs). Note
+that ``run_and_get_code`` calls ``torch._dynamo.reset()``: other compiled functions in the
+process recompile on their next call.
+
+Counting semantics
+------------------
+* **Kernels**: every call that ``call(args)`` issues in each wrapper (parsed with ``ast`` by
+  :mod:`ftmodel.frameworks.inductor_code`): generated kernels (``cpp_fused_*`` on the CPU,
+  ``triton_*.run`` on the GPU), extern kernels (``extern_kernels.mm/addmm/bmm/convolution``) and
+  aten fallbacks (``torch.ops.aten.*``). A generated kernel is one kernel whatever it fuses,
+  including the layout-conversion loops inductor adds before library convolutions.
+* **Work**: bytes from the buffers each call touches, sized from the wrapper itself
+  (``empty_strided``, ``reinterpret_tensor``, size asserts, ``get_args``): ``in_ptr``/``out_ptr``/
+  ``in_out_ptr`` parameters of generated kernels; arguments and ``out=`` of externs. MACs of
+  externs and fallbacks from ftmodel's formulas on meta tensors of those shapes. Generated
+  kernels carry 0 MACs, except Triton templates (``triton_tem_*``: GEMMs/convolutions), which
+  take the MACs of the eager Trace's MAC op they replace (in order) — an approximation.
+* **Op class** of a generated kernel from the aten ops in its descriptive name
+  (``cpp_fused__native_batch_norm_legit_no_training_relu_1``): the most specific non-MAC class
+  among them (softmax > norm > pool > reduction > embedding > elementwise > copy); a kernel
+  named only after MAC/view ops is a layout prologue: ``copy``.
+* **Module paths**: MAC kernels pair with the eager Trace's MAC ops in order when the counts
+  agree; other kernels take the module of the next eager op (from the last match on) whose name
+  appears in the kernel's name, else the previous kernel's module. Inductor reorders and fuses
+  across modules, so this attribution is approximate.
+* **Graph breaks**: one wrapper per compiled graph; ``graph_break`` host events count the breaks
+  (``torch._dynamo.utils.graph_break_reasons``). Ops that run eagerly between graphs are not
+  counted (a warning says so).
+* Host events: ``kernel:<class>`` per kernel call; the per-call cost (guard evaluation + wrapper)
+  is the profile's ``per_call_s``.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ftmodel.errors import BackendUnavailable, InvalidArgumentError
+from ftmodel.frameworks import feasibility
+from ftmodel.frameworks._common import (
+    ArtifactCache,
+    eval_no_grad,
+    input_signature,
+    make_kernel,
+    model_in_dtype,
+    real_inputs,
+    trace_dtype,
+)
+from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
+from ftmodel.frameworks.inductor_code import KernelCall, name_tokens, parse_wrapper
+from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of
+from ftmodel.tracing.inputs import InputSpec
+from ftmodel.tracing.records import OpRecord, Trace
+
+__all__ = ["CACHE", "InductorArtifact", "build", "lower", "lower_code", "lower_model", "runner"]
+
+NAME = "inductor"
+_PRIORITY = ("softmax", "norm", "pool", "reduction", "embedding", "elementwise", "copy")
+_MAC_TOKENS = {"mm": "gemm", "addmm": "gemm", "bmm": "bmm", "baddbmm": "bmm",
+               "convolution": "conv", "_convolution": "conv"}
+_VIEW_TOKENS = frozenset({"t", "view", "_unsafe_view", "reshape", "permute", "transpose",
+                          "expand", "squeeze", "unsqueeze", "select", "slice", "as_strided",
+                          "alias", "unbind", "split", "split_with_sizes"})
+
+
+@functools.lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    names = torch._C._dispatch_get_all_op_names()
+    return frozenset(n.split("::", 1)[1].split(".")[0] for n in names if n.startswith("aten::"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _token_class(token: str) -> str:
+    packet = getattr(torch.ops.aten, token, None)
+    if packet is None:
+        return "other"
+    overloads = packet.overloads()
+    if not overloads:
+        return "other"
+    op = getattr(packet, "default" if "default" in overloads else overloads[0])
+    try:
+        return classify(op, ())
+    except Exception:  # noqa: BLE001 - formulas that need args: treat as elementwise
+        return "elementwise"
+
+
+def _generated_class(name: str, tokens: list[str]) -> str:
+    if name.startswith("triton_tem_"):
+        macs = [_MAC_TOKENS[t] for t in tokens if t in _MAC_TOKENS]
+        return macs[0] if macs else "gemm"
+    classes = {_token_class(t) for t in tokens
+               if t not in _MAC_TOKENS and t not in _VIEW_TOKENS}
+    classes -= {"view", "alloc", "other"} | set(MAC_CLASSES)
+    for cls in _PRIORITY:
+        if cls in classes:
+            return cls
+    return "copy"
+
+
+def _meta(info: Any) -> Any:
+    if hasattr(info, "shape") and hasattr(info, "dtype"):
+        return torch.empty(info.shape, dtype=getattr(torch, info.dtype, torch.float32),
+                           device="meta")
+    return info
+
+
+def _aten_op(call: KernelCall) -> Any:
+    name = call.name
+    if name.startswith("extern_kernels."):
+        packet = getattr(torch.ops.aten, name.split(".", 1)[1], None)
+        return getattr(packet, "default", None) if packet is not None else None
+    parts = name.split(".")  # aten.index.Tensor
+    if len(parts) == 3 and parts[0] == "aten":
+        packet = getattr(torch.ops.aten, parts[1], None)
+        return getattr(packet, parts[2], None) if packet is not None else None
+    return None
+
+
+def _extern_cost(call: KernelCall) -> tuple[str, int, int]:
+    """(op class, MACs, bytes written) of an extern/fallback call, from meta tensors."""
+    op = _aten_op(call)
+    if op is None:
+        low = call.name.lower()
+        cls = "conv" if "conv" in low else ("gemm" if "linear" in low or "mm" in low
+                                            else "other")
+        return cls, 0, call.bytes_written
+    args = [_meta(a) for a in call.args]
+    kwargs = {k: _meta(v) for k, v in call.kwargs.items()}
+    try:
+        out = op(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel: class only
+        out = None
+    cls = classify(op, args)
+    macs = macs_of(op, args, out) if out is not None and cls in MAC_CLASSES else 0
+    written = call.bytes_written
+    if not written and isinstance(out, torch.Tensor):
+        written = out.numel() * out.element_size()
+    return cls, int(macs), written
+
+
+_CANONICAL = {"native_batch_norm_legit_no_training": "batch_norm",
+              "native_batch_norm_legit": "batch_norm", "native_batch_norm": "batch_norm",
+              "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
+              "max_pool2d_with_indices": "max_pool2d", "log_softmax": "softmax",
+              "safe_softmax": "softmax", "adaptive_avg_pool2d": "avg_pool2d",
+              "scaled_dot_product_flash_attention_for_cpu": "attention"}
+
+
+def _canonical(op: str) -> str:
+    """Comparable op names: "_native_batch_norm_legit_no_training" ~ "native_batch_norm"."""
+    base = op.strip("_")
+    return _CANONICAL.get(base, base)
+
+
+def _packet(r: OpRecord) -> str:
+    parts = r.op.split(".")
+    return _canonical(parts[1] if len(parts) >= 3 else parts[-1])
+
+
+def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
+               framework: str = NAME, input_shapes: frozenset[tuple[int, ...]] = frozenset()
+               ) -> Program:
+    """The Program of inductor wrapper modules (one per compiled graph), in call order."""
+    calls = [c for i, code in enumerate(codes) for c in parse_wrapper(code, i)]
+    records = [r for r in trace.records if r.launches] if trace is not None else []
+    mac_records = [r for r in records if r.op_class in MAC_CLASSES]
+    staged: list[tuple[KernelCall, str, int, int, list[str]]] = []
+    for call in calls:
+        tokens = name_tokens(call.name, _vocabulary()) if call.kind == "generated" else []
+        if call.kind == "generated":
+            cls, macs, written = _generated_class(call.name, tokens), 0, call.bytes_written
+        else:
+            cls, macs, written = _extern_cost(call)
+        staged.append((call, cls, macs, written, tokens))
+    n_mac = sum(1 for _, cls, *_ in staged if cls in MAC_CLASSES)
+    pair_macs = bool(mac_records) and n_mac == len(mac_records)
+    kernels: list[Kernel] = []
+    cursor, mac_i, prev_path = 0, 0, ""
+    index_of = {id(r): i for i, r in enumerate(records)}
+    for call, cls, macs, written, tokens in staged:
+        path = prev_path
+        if cls in MAC_CLASSES:
+            if mac_i < len(mac_records):
+                rec = mac_records[mac_i]
+                if pair_macs:
+                    path = rec.module_path
+                    cursor = index_of[id(rec)] + 1
+                if not macs:
+                    macs = rec.macs  # Triton templates: the eager op's MACs
+            mac_i += 1
+        else:
+            wanted = {_canonical(t) for t in tokens
+                      if t not in _VIEW_TOKENS and t not in _MAC_TOKENS}
+            if call.kind != "generated":
+                wanted.add(_canonical(call.name.split(".")[-2] if "." in call.name
+                                      else call.name))
+            found = next((i for i in range(cursor, len(records))
+                          if _packet(records[i]) in wanted), None)
+            if found is not None:
+                path, cursor = records[found].module_path, found + 1
+            elif pair_macs and mac_i < len(mac_records):
+                path = mac_records[mac_i].module_path  # a prologue of the next MAC op
+        weights = sum(t.nbytes for name, t in dict(call.reads).items()
+                      if name.startswith(("arg", "primals")) and t.shape not in input_shapes)
+        touched = call.writes or call.reads
+        dtype = touched[0][1].dtype if touched else "float32"
+        dtype = {"float": "float32", "half": "float16"}.get(dtype, dtype)
+        members = tuple(f"aten.{t}" for t in tokens) if tokens else (call.name,)
+        kernels.append(make_kernel(cls, macs, call.bytes_read, written, path,
+                                   (call.name, *members) if tokens else members, dtype, "",
+                                   weights))
+        prev_path = path
+    kt = tuple(kernels)
+    events = kernel_events(kt)
+    warns: list[str] = []
+    if n_breaks:
+        events["graph_break"] = n_breaks
+        warns.append(f"torch.compile hit {n_breaks} graph break(s) and compiled {len(codes)} "
+                     "graph(s); ops that run eagerly around the breaks are not counted")
+    return Program(framework, kt, dict(events), batch, tuple(warns))
+
+
+@dataclass
+class InductorArtifact:
+    compiled: Any  # the torch.compile'd module
+    example: tuple[tuple[Any, ...], dict[str, Any]]
+    codes: list[str]
+    program: Program
+    n_breaks: int
+
+    def run(self) -> object:
+        args, kwargs = self.example
+        with torch.no_grad():
+            return self.compiled(*args, **kwargs)
+
+
+CACHE: ArtifactCache[InductorArtifact] = ArtifactCache(maxsize=4)
+
+
+def _check_toolchain(device: str) -> str:
+    key = str(device).split(":")[0].lower()
+    if key in ("cuda", "gpu"):
+        if not torch.cuda.is_available():
+            raise BackendUnavailable(
+                "inductor for a GPU profile counts the Triton kernels it generates for CUDA, "
+                "which needs a CUDA device, a CUDA build of torch and triton; none is available "
+                "here")
+        return "cuda"
+    if key != "cpu":
+        raise InvalidArgumentError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if shutil.which("g++") is None and shutil.which("c++") is None and \
+            shutil.which("clang++") is None:
+        raise BackendUnavailable(
+            "inductor on the CPU compiles C++ kernels and found no C++ compiler (g++, c++, "
+            "clang++); install one, e.g. `apt-get install g++`")
+    return "cpu"
+
+
+def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
+          dtype: str = "fp32", device: str = "cpu") -> InductorArtifact:
+    """Compile, warm up, capture the wrapper code and lower it (uncached)."""
+    from torch._dynamo.utils import graph_break_reasons
+    from torch._inductor.utils import run_and_get_code
+
+    feasibility.precheck(NAME, trace)
+    dev = _check_toolchain(device)
+    net = model_in_dtype(model, dtype, dev)
+    inp = real_inputs(model, inputs, batch, dtype, dev)
+    with eval_no_grad(net), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = torch.compile(net, backend="inductor", dynamic=False)
+        try:
+            _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
+        except Exception as err:
+            raise feasibility.from_export_error(NAME, err, trace) from err
+        n_breaks = len(graph_break_reasons)
+    shapes = frozenset(tuple(t.shape) for t in inp.tensors())
+    program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes)
+    return InductorArtifact(compiled, (inp.args, inp.kwargs), codes, program, n_breaks)
+
+
+def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
+              device: str, dtype: str | None) -> InductorArtifact:
+    dtype = dtype or trace_dtype(trace)
+    feasibility.precheck(NAME, trace)
+    dev = _check_toolchain(device)
+    with torch.no_grad():
+        sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
+    return CACHE.get_or_build(model, (batch, dtype, dev, sig),
+                              lambda: build(model, inputs, batch, trace, dtype=dtype,
+                                            device=dev))
+
+
+def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
+                device: str = "cpu", dtype: str | None = None) -> Program:
+    """The Program inductor's generated code runs for ``model`` at ``batch`` (cached)."""
+    return _artifact(model, inputs, batch, trace, device, dtype).program
+
+
+def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",
+           dtype: str = "fp32") -> Callable[[], object]:
+    """A zero-argument callable running the cached compiled module once."""
+    return _artifact(model, inputs, batch, None, device, dtype).run
+
+
+def lower(trace: Trace) -> Program:
+    raise InvalidArgumentError(
+        "inductor lowers from the model itself (torch.compile's generated code), not from a "
+        "Trace; call Framework.lower_model(model, inputs, batch, trace)")
+
+
+FRAMEWORK = register(Framework(
+    NAME, lower, description="torch.compile (inductor backend, static shapes)",
+    lower_model=lower_model, runner=runner))

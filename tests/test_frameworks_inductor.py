@@ -1,0 +1,96 @@
+"""inductor lowering: kernel calls counted independently from the generated wrapper code."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+from torch import nn
+
+import ftmodel
+from ftmodel.frameworks import inductor as ind
+from ftmodel.frameworks.base import get_framework
+from ftmodel.frameworks.inductor_code import name_tokens
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    shutil.which("g++") is None and shutil.which("c++") is None,
+    reason="inductor on the CPU needs a C++ compiler")]
+
+IN, HID, OUT = 16, 32, 8
+
+
+def _count_calls_in_text(code: str) -> int:
+    """Kernel calls in ``call()`` counted with plain regexes (independent of the ast parser)."""
+    defined = set(re.findall(r"^(\w+) = async_compile\.\w+\(", code, re.MULTILINE))
+    body = code[code.index("def call("):].split("\n\n")[0]
+    n = 0
+    for line in body.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            continue
+        m = re.match(r"(?:\w+ = )?([\w.]+)\(", line)
+        if m is None:
+            continue
+        fn = m.group(1)
+        if fn in defined or fn.removesuffix(".run") in defined \
+                or fn.startswith(("extern_kernels.", "torch.ops.", "aten.")):
+            n += 1
+    return n
+
+
+def _build(model: nn.Module, x: torch.Tensor, batch: int) -> ind.InductorArtifact:
+    return ind.build(model, x, batch, ftmodel.trace(model, x, batch))
+
+
+def test_mlp_counts_match_generated_code() -> None:
+    torch.manual_seed(0)
+    model, b = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT),
+                             nn.GELU()).eval(), 4
+    art = _build(model, torch.randn(1, IN), b)
+    prog = art.program
+    assert len(art.codes) == 1 and art.n_breaks == 0
+    assert prog.n_launches == _count_calls_in_text(art.codes[0])
+    # 2 Linear → extern addmm (bias fused in), ReLU and GELU → one generated kernel each: 4
+    assert prog.n_launches == 2 + 2
+    assert [k.op_class for k in prog.kernels] == ["gemm", "elementwise", "gemm", "elementwise"]
+    assert prog.macs == b * IN * HID + b * HID * OUT
+    assert [k.module_path for k in prog.kernels] == ["0", "1", "2", "3"]
+    first = prog.kernels[0]
+    # addmm(bias, x, Wᵀ, out=buf): bias 32 + x b·16 + W 16·32 read, y b·32 written (fp32)
+    assert (first.bytes_read, first.bytes_written) == (4 * (HID + b * IN + IN * HID),
+                                                       4 * b * HID)
+    assert first.bytes_weights == 4 * (HID + IN * HID)
+
+
+def test_cnn_counts_match_generated_code() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 4),
+                          nn.Softmax(-1)).eval()
+    x, b = torch.randn(1, 3, 8, 8), 2
+    art = _build(model, x, b)
+    prog = art.program
+    assert prog.n_launches == sum(_count_calls_in_text(c) for c in art.codes)
+    classes = [k.op_class for k in prog.kernels]
+    assert classes.count("conv") == 1 and classes.count("gemm") == 1
+    assert "softmax" in classes
+    # BatchNorm is fused into a generated kernel, never its own library call
+    assert not any(k.members[0].startswith("extern_kernels.native_batch_norm")
+                   for k in prog.kernels)
+    assert prog.macs == ftmodel.trace(model, x, b).total_macs
+
+
+def test_name_tokens() -> None:
+    vocab = frozenset({"_native_batch_norm_legit_no_training", "relu", "max_pool2d_with_indices",
+                       "add", "convolution"})
+    assert name_tokens("cpp_fused__native_batch_norm_legit_no_training_convolution_relu_1",
+                       vocab) == ["_native_batch_norm_legit_no_training", "convolution", "relu"]
+    assert name_tokens("triton_poi_fused_add_relu_0", vocab) == ["add", "relu"]
+
+
+def test_registry_aliases() -> None:
+    for alias in ("inductor", "torch.compile", "compile"):
+        fw = get_framework(alias)
+        assert fw.name == "inductor" and fw.lower_model is not None and fw.runner is not None
