@@ -109,7 +109,7 @@ FRAMEWORKS: dict[str, Framework] = {}
 ALIASES = {"pytorch": "eager", "torch": "eager", "ort": "onnxruntime", "torch.compile": "inductor",
            "compile": "inductor", "jit": "torchscript", "ort-cudagraphs": "onnxruntime-cudagraphs",
            "cuda-graphs": "cudagraphs", "cuda_graphs": "cudagraphs"}
-PLANNED: tuple[str, ...] = ("cudagraphs", "onnxruntime-cudagraphs")
+PLANNED: tuple[str, ...] = ()  # names accepted but not modelled yet
 
 
 def register(fw: Framework) -> Framework:
@@ -150,5 +150,5 @@ def _load_builtin_frameworks() -> None:
     _BUILTIN_LOADED = True
     import importlib
 
-    for module in ("eager", "onnxruntime", "torchscript", "inductor"):
+    for module in ("eager", "onnxruntime", "torchscript", "inductor", "cudagraphs"):
         importlib.import_module(f"ftmodel.frameworks.{module}")  # each registers itself

@@ -1,0 +1,47 @@
+"""CUDA-graph frameworks: eager kernels, one replay event, per-kernel gap events; GPU only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ftmodel
+from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
+from ftmodel.frameworks import cudagraphs, eager
+from ftmodel.frameworks.base import get_framework
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+
+
+def test_cudagraphs_reuses_eager_kernels() -> None:
+    tr = ftmodel.trace(_mlp(), torch.randn(4, 16))
+    prog, base = cudagraphs.lower(tr), eager.lower(tr)
+    assert prog.kernels == base.kernels
+    # one graph launch; a device-side gap per kernel: 2 gemm + 1 elementwise
+    assert dict(prog.host_events) == {"graph_replay": 1, "kernel_gap:gemm": 2,
+                                      "kernel_gap:elementwise": 1}
+    assert "module_call" not in prog.host_events
+
+
+def test_needs_gpu() -> None:
+    for name in ("cudagraphs", "onnxruntime-cudagraphs", "ort-cudagraphs"):
+        assert get_framework(name).needs_gpu
+
+
+def test_cpu_profile_refused(tiny_profile: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="GPU profile"):
+        ftmodel.predict_latency(_mlp(), "cudagraphs", tiny_profile, 1,
+                                inputs=torch.randn(1, 16))
+
+
+def test_capture_rejects_data_dependent_branch() -> None:
+    class Net(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x if x.sum() > 0 else -x
+
+    with pytest.raises(FrameworkUnsupported, match="data-dependent"):
+        cudagraphs.lower(ftmodel.trace(Net(), torch.randn(2, 4)))
