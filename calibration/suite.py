@@ -157,13 +157,13 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             prog = eager.lower(trace(net.module, net.make_inputs(b)))
             tl = predictor.timeline(prog, [])
             rows.append(((net.name, b), tl.overhead_s - fh.per_call_s, tl.compute_s,
-                         float(sum(k.bytes_weights for k in prog.kernels)), prog.n_launches))
+                         float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
-    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[4] for r in rows],
-                        [measured[r[0]].time_s for r in rows])
+    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                        [r[4] for r in rows], [measured[r[0]].time_s for r in rows])
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
-         "weight_bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
+         "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 

@@ -165,10 +165,10 @@ class Predictor:
         device_s = self.device_model.kernel_times_s(program.kernels, warnings)
         im = self.fw_host.in_model
         if im:
-            weights = np.array([k.bytes_weights for k in program.kernels], dtype=np.float64)
+            moved = np.array([k.bytes_total for k in program.kernels], dtype=np.float64)
             host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
             device_s = (device_s * im.get("device_scale", 1.0)
-                        + weights * im.get("per_weight_byte_s", 0.0))
+                        + moved * im.get("per_byte_s", 0.0))
         return run_timeline(host_s, device_s, execution=dev.execution,
                             per_call_s=self.fw_host.per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
@@ -188,9 +188,9 @@ class Predictor:
                               k.dtype, k.variant, k.bytes_weights)
                        for k, (m, r, w) in zip(p1.kernels, work))
             im = self.fw_host.in_model
-            weights = sum(k.bytes_weights for k in ks) * im.get("per_weight_byte_s", 0.0)
+            moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
             return im.get("device_scale", 1.0) * float(
-                self.device_model.kernel_times_s(ks).sum()) + weights
+                self.device_model.kernel_times_s(ks).sum()) + moved
 
         return crossover(lambda b: overhead, compute_at)
 
@@ -201,10 +201,19 @@ class Predictor:
             return []
         traces: dict[int, Trace] = {}
 
+        programs: dict[int, Program] = {}
+
         def program(b: int) -> Program:
-            if b not in traces:
+            if b not in programs:
                 traces[b] = self.trace(model, inputs, b)
-            return self.framework.lower(traces[b])
+                fw = self.framework
+                if fw.lower_model is not None:  # counted from the framework's own artifact
+                    programs[b] = fw.lower_model(model, inputs, b, traces[b],
+                                                 device=self.profile.device.type,
+                                                 dtype=self.dtype)
+                else:
+                    programs[b] = fw.lower(traces[b])
+            return programs[b]
 
         warn_x: list[str] = []
         xover = self.crossover(program(1), program(2), warn_x)

@@ -34,7 +34,7 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     eager = prof.host.frameworks["eager"]  # type: ignore[union-attr]
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept
-    assert set(eager.in_model) == {"host_scale", "device_scale", "per_kernel_s"}
+    assert set(eager.in_model) == {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"}
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:

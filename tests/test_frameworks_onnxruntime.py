@@ -192,8 +192,6 @@ def test_registry_entry() -> None:
         fw.lower(ftmodel.trace(_mlp(), torch.randn(1, IN)))
 
 
-@pytest.mark.xfail(raises=InvalidArgumentError, strict=False,
-                   reason="Predictor.predict must call Framework.lower_model (change pending)")
 def test_predict_latency_uses_lower_model(profile_factory: Any) -> None:
     from ftmodel.hardware.profile import FrameworkHost
     from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
