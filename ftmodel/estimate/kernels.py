@@ -9,7 +9,11 @@ Two kinds of op-class data:
   for matrix-like classes, log bytes read/written otherwise). Beyond the sampled range the
   throughput of the nearest samples is kept, so time grows linearly with work.
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
-  saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor.
+  saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor. Every parameter may
+  be specialised per math dtype with a ``:<dtype>`` suffix (``peak_macs_per_s:fp16`` for tensor
+  cores); a kernel uses ``<name>:<dtype>`` if present, else ``<name>``. The math dtype is the
+  kernel's own (``float16`` -> ``fp16``), except that fp32 kernels use ``tf32`` when the
+  prediction's dtype is ``tf32``.
 
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
@@ -78,26 +82,35 @@ class _SampleCurve:
         return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
 
 
+_DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+
+
 @dataclass
 class _Roofline:
     params: dict[str, float]
 
-    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
-        p = self.params
+    def _p(self, name: str, dtype: str, default: float = 0.0) -> float:
+        return self.params.get(f"{name}:{dtype}", self.params.get(name, default))
+
+    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
+                 dtype: str = "fp32") -> np.ndarray:
         nbytes = br + bw
-        t_mem = nbytes / p["bandwidth_Bps"] * (1.0 + p.get("half_bytes", 0.0) / (nbytes + _EPS))
+        t_mem = nbytes / self._p("bandwidth_Bps", dtype) * (
+            1.0 + self._p("half_bytes", dtype) / (nbytes + _EPS))
         t = t_mem
-        if p.get("peak_macs_per_s", 0.0) > 0:
-            t_mac = macs / p["peak_macs_per_s"] * (1.0 + p.get("half_macs", 0.0) / (macs + _EPS))
+        peak = self._p("peak_macs_per_s", dtype)
+        if peak > 0:
+            t_mac = macs / peak * (1.0 + self._p("half_macs", dtype) / (macs + _EPS))
             t = np.maximum(t_mac, t_mem)
-        return np.maximum(t, p.get("floor_s", 0.0))
+        return np.maximum(t, self._p("floor_s", dtype))
 
 
 class DeviceModel:
     """Predicts device time per kernel for one DeviceProfile (curves built once)."""
 
-    def __init__(self, device: DeviceProfile) -> None:
+    def __init__(self, device: DeviceProfile, dtype: str = "fp32") -> None:
         self.device = device
+        self.dtype = dtype  # the prediction's dtype: "tf32" makes fp32 kernels use tf32 params
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
         for name, data in device.op_classes.items():
             if data.model == "samples":
@@ -141,11 +154,20 @@ class DeviceModel:
             return out
         classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "")
                             for k in kernels])
+        dtypes = np.array([self._math_dtype(k.dtype) for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
         br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
         for cls in np.unique(classes):
-            sel = classes == cls
             curve = self._curve_for(str(cls), warns)
-            out[sel] = curve(macs[sel], br[sel], bw[sel])
+            for dt in np.unique(dtypes[classes == cls]):
+                sel = (classes == cls) & (dtypes == dt)
+                if isinstance(curve, _Roofline):
+                    out[sel] = curve(macs[sel], br[sel], bw[sel], str(dt))
+                else:
+                    out[sel] = curve(macs[sel], br[sel], bw[sel])
         return np.maximum(out, self.device.kernel_floor_s)
+
+    def _math_dtype(self, torch_dtype: str) -> str:
+        key = _DTYPE_KEYS.get(torch_dtype, torch_dtype)
+        return "tf32" if key == "fp32" and self.dtype == "tf32" else key
