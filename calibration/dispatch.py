@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from scipy.optimize import nnls
 from torch import nn
 
-__all__ = ["HostProgram", "host_programs", "fit_event_costs", "REPEAT"]
+__all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs", "REPEAT"]
 
 REPEAT = 40
 
@@ -154,3 +154,134 @@ def fit_event_costs(event_counts: list[dict[str, int]], times_s: list[float]
     w = 1.0 / t  # relative error: each program counts alike whatever its length
     coef, _ = nnls(a * w[:, None], t * w)
     return {k: float(c) for k, c in zip(kinds, coef)}
+
+
+# ---- compiled frameworks (onnxruntime, torchscript, inductor) ---------------------------------
+# Graph compilers drop dead code, so every program chains its ops (each step consumes the last
+# step's output). Each pattern comes at two lengths, which separates the per-call cost
+# (session.run, guards, interpreter entry) from the per-event costs. The framework's own
+# lowering counts what survives its optimizations (fusion, folding): the fit sees exactly the
+# events a prediction sees.
+
+class _Chain(nn.Module):
+    """forward(x, *extra) = step applied n times, chained (a list of modules or a function)."""
+
+    def __init__(self, n: int, step: Callable[..., torch.Tensor] | None = None,
+                 factory: Callable[[], nn.Module] | None = None) -> None:
+        super().__init__()
+        self.n = n
+        self.step = step
+        self.mods = nn.ModuleList([factory() for _ in range(n)] if factory else [])
+
+    def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        if len(self.mods):
+            for m in self.mods:
+                x = m(x, *extra)
+            return x
+        assert self.step is not None
+        for _ in range(self.n):
+            x = self.step(x, *extra)
+        return x
+
+
+class _EmbedSum(nn.Module):
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.embs = nn.ModuleList([nn.Embedding(8, 4) for _ in range(n)])
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        y = self.embs[0](ids)
+        for e in self.embs[1:]:
+            y = y + e(ids) * y  # keeps the embeddings from being summed as one gather
+        return y
+
+
+class _LinAct(nn.Module):
+    def __init__(self, d: int, act: nn.Module) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x))
+
+
+class _MatW(nn.Module):
+    """x @ w with w a buffer (extra program inputs would be resized to the batch)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.ones(d, d) / d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+def _residual(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    return lambda x, *_: x + fn(x)
+
+
+def compiled_host_programs(lengths: tuple[int, ...] = (4, 16), full: bool = True
+                           ) -> list[HostProgram]:
+    """Chained tiny-op programs for frameworks that compile a graph, each at every length.
+
+    ``full=False`` keeps one program per kernel class that models of the zoo's kinds launch
+    (for frameworks whose build is slow, e.g. inductor's C++ compile).
+    """
+    v = torch.ones(4)  # (4,)
+    m = torch.ones(2, 4)  # (2, 4)
+    sq = torch.ones(4, 4)  # (4, 4)
+    img = torch.ones(1, 2, 4, 4)  # (N, C, H, W)
+    seq = torch.ones(1, 4, 8)  # (B, S, D)
+    heads = torch.ones(1, 1, 4, 8)  # (B, H, S, Dh)
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    patterns: list[tuple[str, Callable[[int], nn.Module], tuple[torch.Tensor, ...], bool]] = [
+        # name, builder(n), inputs, in the short list
+        ("relu", lambda n: _Chain(n, lambda x: torch.relu(x - 0.5)), (v,), False),
+        ("mul_tensor", lambda n: _Chain(n, lambda x, y: x * y), (v, v), True),
+        ("sigmoid", lambda n: _Chain(n, torch.sigmoid), (v,), False),
+        ("tanh_add", lambda n: _Chain(n, lambda x: torch.tanh(x) + x), (v,), False),
+        ("linear", lambda n: _Chain(n, factory=lambda: nn.Linear(4, 4)), (m,), True),
+        ("linear_relu", lambda n: _Chain(n, factory=lambda: _LinAct(4, nn.ReLU())), (m,), True),
+        ("linear_gelu", lambda n: _Chain(n, factory=lambda: _LinAct(8, nn.GELU())), (seq,),
+         False),
+        ("matmul", lambda n: _Chain(n, factory=lambda: _MatW(4)), (m,), False),
+        ("bmm", lambda n: _Chain(n, lambda x: torch.bmm(x, x.transpose(1, 2))),
+         (torch.ones(1, 4, 4),), True),
+        ("conv", lambda n: _Chain(n, factory=lambda: nn.Conv2d(2, 2, 3, padding=1)), (img,),
+         True),
+        ("dwconv", lambda n: _Chain(n, factory=lambda: nn.Conv2d(2, 2, 3, padding=1,
+                                                                groups=2)), (img,), True),
+        ("conv_blocks", lambda n: _Chain(n, factory=lambda: _ConvBlock(2)), (img,), True),
+        ("bn_relu", lambda n: _Chain(n, factory=lambda: nn.Sequential(
+            nn.BatchNorm2d(2).eval(), nn.Hardswish())), (img,), False),
+        ("layernorm", lambda n: _Chain(n, factory=lambda: nn.LayerNorm(8)), (seq,), True),
+        ("softmax", lambda n: _Chain(n, lambda x: torch.softmax(x, -1) * x), (seq,), True),
+        ("mean_center", lambda n: _Chain(n, lambda x: x - x.mean(-1, keepdim=True)), (seq,),
+         True),
+        ("maxpool", lambda n: _Chain(n, lambda x: F.max_pool2d(x, 3, 1, 1) * 0.5), (img,),
+         True),
+        ("avgpool_se", lambda n: _Chain(n, lambda x: x * F.adaptive_avg_pool2d(x, 1)), (img,),
+         False),
+        ("transpose_copy", lambda n: _Chain(n, lambda x: x.transpose(0, 1).contiguous() + 1.0),
+         (sq,), True),
+        ("permute_reshape", lambda n: _Chain(n, lambda x: x.permute(0, 2, 1).reshape(
+            1, 4, 8) * 2.0), (seq,), False),
+        ("cat_slice", lambda n: _Chain(n, lambda x: torch.cat([x, x * 2.0], 0)[1:3]), (m,),
+         False),
+        ("sdpa", lambda n: _Chain(n, lambda x: F.scaled_dot_product_attention(x, x, x)),
+         (heads,), True),
+        ("embedding", lambda n: _EmbedSum(n), (ids,), True),
+        ("mlp_blocks", lambda n: _Chain(max(1, n // 2), factory=lambda: _Block(8)), (seq,),
+         True),
+        ("attn_blocks", lambda n: _Chain(max(1, n // 2), factory=lambda: _Attn(8, 2)), (seq,),
+         True),
+    ]
+    torch.manual_seed(0)
+    out = []  # every input's dim 0 is the program's batch (lowerings resize inputs to it)
+    for name, make, inputs, short in patterns:
+        if not full and not short:
+            continue
+        for n in lengths:
+            out.append(HostProgram(f"{name}_x{n}", make(n).eval().requires_grad_(False), inputs))
+    return out
