@@ -2,13 +2,17 @@
 
 ``compare_live(model, make_inputs, batches, profile, framework)`` measures each batch with the
 robust protocol of :mod:`ftmodel.measure` (fixed threads, warm-up, interleaved rounds, fastest
-round's median) and predicts it with the given profile. Only frameworks that can run here are
-measured (eager on the CPU in this version).
+round's median) and predicts it with the given profile. Eager calls the model directly; a
+framework with a runner (onnxruntime, torchscript, inductor) is measured with the very artifact
+its lowering counted (``Framework.runner``): the predictions are made first, so the runner
+reuses the cached artifact (session, frozen module, compiled module) that was counted.
+Frameworks that need a GPU cannot be measured on a CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +22,8 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from ftmodel.api import Predictor
+from ftmodel.errors import InvalidArgumentError
+from ftmodel.frameworks.base import Framework
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.inputs import ModelInputs, resolve_inputs
 
@@ -51,15 +57,57 @@ def _call(model: nn.Module, inp: ModelInputs) -> Callable[[], object]:
     return run
 
 
+@contextlib.contextmanager
+def _artifact_room(framework: Framework, n: int) -> Iterator[None]:
+    """Let the framework's artifact cache hold ``n`` entries (all batches + crossover's 1, 2),
+    so the runners reuse what the predictions built instead of building it again."""
+    import importlib
+    try:
+        cache = getattr(importlib.import_module(f"ftmodel.frameworks.{framework.name}"), "CACHE",
+                        None)
+    except ImportError:
+        cache = None
+    if cache is None or not hasattr(cache, "maxsize"):
+        yield
+        return
+    old = cache.maxsize
+    cache.maxsize = max(old, n)
+    try:
+        yield
+    finally:
+        cache.maxsize = old
+
+
+def _limits(framework: Framework) -> contextlib.AbstractContextManager[Any]:
+    if framework.name != "inductor":
+        return contextlib.nullcontext()
+    import torch._dynamo.config as cfg
+    # one compiled module per batch shares one forward code object
+    return cfg.patch(recompile_limit=64)  # type: ignore[no-any-return]
+
+
 def compare_live(name: str, model: nn.Module, make_inputs: Callable[[int], Any],
                  batches: Sequence[int], predictor: Predictor, *, rounds: int = 3,
                  round_s: float = 0.15) -> list[LivePoint]:
-    """Measure and predict ``model`` at each batch (eager on the CPU)."""
+    """Measure and predict ``model`` at each batch, with the framework's runner if it has one.
+
+    Raises FrameworkUnsupported (from the prediction) when the framework cannot run the model.
+    """
     model = model.eval()
-    inputs = {b: resolve_inputs(model, make_inputs(b), b) for b in batches}
-    fns = {b: _call(model, inputs[b]) for b in batches}
-    measured = measure_interleaved(fns, rounds=rounds, round_s=round_s, warmup=2, max_reps=50)
-    preds = predictor.predict(model, list(batches), make_inputs)
+    fw = predictor.framework
+    if fw.needs_gpu and predictor.profile.device.type == "cpu":
+        raise InvalidArgumentError(f"framework {fw.name!r} cannot be measured on this CPU")
+    with _artifact_room(fw, len(batches) + 3), _limits(fw):
+        preds = predictor.predict(model, list(batches), make_inputs)
+        if fw.runner is None:
+            inputs = {b: resolve_inputs(model, make_inputs(b), b) for b in batches}
+            fns = {b: _call(model, inputs[b]) for b in batches}
+        else:
+            device = predictor.profile.device.type
+            fns = {b: fw.runner(model, make_inputs, b, device=device, dtype=predictor.dtype)
+                   for b in batches}
+        measured = measure_interleaved(fns, rounds=rounds, round_s=round_s, warmup=2,
+                                       max_reps=50)
     n_params = sum(p.numel() for p in model.parameters())
     return [LivePoint(name, predictor.framework.name, b, measured[b].time_s, measured[b].spread,
                       p.latency_s, p.overhead_s, p.compute_s, p.regime, p.macs, p.n_launches,
