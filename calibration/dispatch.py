@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from scipy.optimize import nnls
 from torch import nn
 
-__all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs", "REPEAT"]
+__all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs", "REPEAT",
+           "INDUCTOR_PATTERNS"]
 
 REPEAT = 40
 
@@ -221,12 +222,19 @@ def _residual(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch
     return lambda x, *_: x + fn(x)
 
 
-def compiled_host_programs(lengths: tuple[int, ...] = (4, 16), full: bool = True
-                           ) -> list[HostProgram]:
+# inductor fuses every chain of pointwise/norm/reduction ops into one generated kernel, so only
+# programs around library (extern) kernels tell its per-kernel costs apart; relu gives the
+# one-kernel program that pins per_call_s. Its C++ compile is slow, so it gets these only.
+INDUCTOR_PATTERNS = ("relu", "linear_relu", "bmm", "conv_blocks", "dwconv", "sdpa",
+                     "mlp_blocks", "attn_blocks")
+
+
+def compiled_host_programs(lengths: tuple[int, ...] = (4, 16), full: bool = True,
+                           only: tuple[str, ...] | None = None) -> list[HostProgram]:
     """Chained tiny-op programs for frameworks that compile a graph, each at every length.
 
-    ``full=False`` keeps one program per kernel class that models of the zoo's kinds launch
-    (for frameworks whose build is slow, e.g. inductor's C++ compile).
+    ``full=False`` keeps one program per kernel class that models of the zoo's kinds launch;
+    ``only`` keeps the named patterns (e.g. :data:`INDUCTOR_PATTERNS`).
     """
     v = torch.ones(4)  # (4,)
     m = torch.ones(2, 4)  # (2, 4)
@@ -280,7 +288,7 @@ def compiled_host_programs(lengths: tuple[int, ...] = (4, 16), full: bool = True
     torch.manual_seed(0)
     out = []  # every input's dim 0 is the program's batch (lowerings resize inputs to it)
     for name, make, inputs, short in patterns:
-        if not full and not short:
+        if (not full and not short) or (only is not None and name not in only):
             continue
         for n in lengths:
             out.append(HostProgram(f"{name}_x{n}", make(n).eval().requires_grad_(False), inputs))

@@ -6,7 +6,17 @@
    seconds per host event (module call, torch call, view, allocation, kernel by op class);
 2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed in rounds
    interleaved with a tiny-size floor of the same call; the device time of each is its time
-   minus its floor (the floor is host cost, which stage 1 prices).
+   minus its floor (the floor is host cost, which stage 1 prices);
+3. the in-model stage (``calibration.networks``) for eager;
+4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
+   programs (``calibration.dispatch.compiled_host_programs``) built and run through that
+   framework's own runner, their events counted by its own ``lower_model`` (exactly what a
+   prediction counts), and a NNLS fit in relative error of seconds per event plus a constant
+   ``per_call_s``; then the same in-model stage through that framework. Device curves are the
+   eager sweeps' (the profile's device half is shared: a fused kernel costs its bytes on the
+   same per-op curves). Build/compile time counts towards the calibration's duration.
+
+Eager is always calibrated: the sweeps that give the device half need it.
 
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed). On CUDA
@@ -27,10 +37,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from calibration.dispatch import HostProgram, fit_event_costs, host_programs
+from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_programs,
+                                  fit_event_costs, host_programs)
 from calibration.networks import fit_in_model, synthetic_networks
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from ftmodel.errors import FrameworkUnsupported
 from ftmodel.frameworks import eager
+from ftmodel.frameworks.base import canonical_framework, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
@@ -39,7 +52,8 @@ from ftmodel.tracing.dispatch import trace
 
 __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
 
-SUPPORTED_FRAMEWORKS = ("eager",)
+SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor")
+PER_CALL = "__per_call__"  # the constant column of the per-framework host fit
 
 
 def _cpu_name() -> str:
@@ -142,21 +156,34 @@ def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: flo
 
 
 def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
-                    rounds: int) -> FrameworkHost:
+                    rounds: int, framework: str = "eager") -> FrameworkHost:
     """Fit how op costs add up inside whole (random, synthetic) networks."""
     from ftmodel.api import Predictor
 
-    predictor = Predictor("eager", partial)
-    nets = synthetic_networks(6 if quick else 18)
-    batches = (1, 8) if quick else (1, 4, 16)
+    predictor = Predictor(framework, partial)
+    fw = predictor.framework
+    nets = synthetic_networks(6 if quick or framework == "inductor" else 18)
+    batches = (1, 8) if quick or framework == "inductor" else (1, 4, 16)
     fns, rows = {}, []
     for net in nets:
         for b in batches:
-            inputs = tuple(t.to(device) for t in net.make_inputs(b))
-            fns[(net.name, b)] = _caller(net.module.to(device), inputs)
-            prog = eager.lower(trace(net.module, net.make_inputs(b)))
+            if fw.lower_model is None:
+                inputs = tuple(t.to(device) for t in net.make_inputs(b))
+                fns[(net.name, b)] = _caller(net.module.to(device), inputs)
+                prog = eager.lower(trace(net.module, net.make_inputs(b)))
+            else:
+                xs = net.make_inputs(b)
+                try:
+                    prog = fw.lower_model(net.module, xs, b, trace(net.module, xs),
+                                          device=partial.device.type, dtype="fp32")
+                    assert fw.runner is not None
+                    fns[(net.name, b)] = fw.runner(net.module, xs, b,
+                                                   device=partial.device.type, dtype="fp32")
+                except FrameworkUnsupported:
+                    continue
             tl = predictor.timeline(prog, [])
-            rows.append(((net.name, b), tl.overhead_s - fh.per_call_s, tl.compute_s,
+            # host side as predicted, per-call cost included (0 for eager)
+            rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
@@ -167,12 +194,73 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 
+def _framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
+                          round_s: float) -> FrameworkHost:
+    """Host costs of a compiled framework: its runner times, its lowering counts, NNLS fit."""
+    fw = get_framework(framework)
+    assert fw.lower_model is not None and fw.runner is not None
+    dev_type = "cpu" if device == "cpu" else "cuda"
+    # inductor's C++ build is slow (1-3 s a program): only programs around extern kernels
+    programs = compiled_host_programs(
+        (3, 12) if quick else (4, 16), full=not quick,
+        only=INDUCTOR_PATTERNS if framework == "inductor" else None)
+    fns: dict[str, Callable[[], object]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    build_s: dict[str, float] = {}
+    for p in programs:
+        b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
+        t0 = time.perf_counter()
+        try:
+            prog = fw.lower_model(p.module, p.inputs, b, trace(p.module, p.inputs),
+                                  device=dev_type, dtype="fp32")
+            fns[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
+        except FrameworkUnsupported:
+            continue
+        build_s[p.name] = time.perf_counter() - t0
+        counts[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
+    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    names = list(fns)
+    times = [measured[n].time_s for n in names]
+    fit = fit_event_costs([counts[n] | {PER_CALL: 1} for n in names], times)
+    per_call = fit.pop(PER_CALL, 0.0)
+    samples = tuple({"program": n, "events": counts[n], "time_s": t,
+                     "spread": measured[n].spread, "build_s": round(build_s[n], 3)}
+                    for n, t in zip(names, times))
+    return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
+
+
+def _canonical_or_raw(name: str) -> str:
+    try:
+        return canonical_framework(name)
+    except Exception:  # noqa: BLE001 - reported below with the supported list
+        return name
+
+
+class _compile_limits:
+    """inductor: every calibration program shares a forward code object (_Chain, Sequential);
+    raise dynamo's recompile limit so none silently falls back to eager while measured."""
+
+    def __init__(self, framework: str) -> None:
+        self.patch: Any = None
+        if framework == "inductor":
+            import torch._dynamo.config as cfg
+            self.patch = cfg.patch(recompile_limit=512, accumulated_recompile_limit=8192)
+
+    def __enter__(self) -> None:
+        if self.patch is not None:
+            self.patch.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.patch is not None:
+            self.patch.__exit__(*exc)
+
+
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
               quick: bool = False, progress: bool = True, name: str | None = None
               ) -> HardwareProfile:
     """Measure this machine and write its profile to ``out`` (default: the user cache)."""
-    fws = tuple(frameworks)
+    fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
     unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
     if unknown:
         raise ValueError(f"cannot calibrate framework(s) {unknown}; supported: "
@@ -188,7 +276,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     sweeps = op_samples(quick)
-    total = len(programs) + sum(len(v) for v in sweeps.values()) + 1
+    extra = [f for f in fws if f != "eager"]
+    total = len(programs) + sum(len(v) for v in sweeps.values()) + 1 + 2 * len(extra)
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -199,6 +288,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
         "frameworks": list(fws), "complete": False,
     }
+    if "onnxruntime" in fws:
+        import onnxruntime
+        provenance["onnxruntime"] = onnxruntime.__version__
     host = HostProfile(name=f"{name}-host", cpu=_cpu_name(), threads=n_threads, frameworks={})
     classes: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
@@ -235,6 +327,23 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
             host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
             bar.step("synthetic networks", 1)
+            write_profile(snapshot(False), path)
+            stage_s: dict[str, float] = {}
+            provenance["framework_stage_s"] = stage_s
+            for fw_name in extra:
+                t0 = time.time()
+                with _compile_limits(fw_name):
+                    ffh = _framework_host_stage(fw_name, device, quick, rounds, round_s)
+                    host = HostProfile(host.name, host.cpu, host.threads,
+                                       {**host.frameworks, fw_name: ffh})
+                    bar.step(f"{fw_name} host programs", 1)
+                    write_profile(snapshot(False), path)
+                    ffh = _in_model_stage(snapshot(False), ffh, device, quick, rounds, fw_name)
+                host = HostProfile(host.name, host.cpu, host.threads,
+                                   {**host.frameworks, fw_name: ffh})
+                stage_s[fw_name] = round(time.time() - t0, 1)
+                bar.step(f"{fw_name} synthetic networks", 1)
+                write_profile(snapshot(False), path)
     except KeyboardInterrupt:
         bar.close()
         if classes or host.frameworks:

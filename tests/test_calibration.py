@@ -14,10 +14,17 @@ from ftmodel.hardware.profile import read_profile
 from ftmodel.zoo import mlp
 
 
+try:
+    import onnxruntime  # noqa: F401
+    HAS_ORT = True
+except ImportError:
+    HAS_ORT = False
+
 @pytest.fixture(scope="module")
 def quick_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cal") / "quick.json"
-    suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1)
+    fws = ("eager", "onnxruntime") if HAS_ORT else ("eager",)
+    suite.calibrate("cpu", fws, path, quick=True, progress=False, threads=1)
     return path
 
 
@@ -66,9 +73,51 @@ def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
     assert read_profile(path).host is not None  # still a valid profile
 
 
+@pytest.mark.requires_onnxruntime
+@pytest.mark.skipif(not HAS_ORT, reason="needs onnxruntime")
+def test_quick_calibration_fits_onnxruntime_host_costs(quick_profile: Path) -> None:
+    prof = read_profile(quick_profile)
+    assert prof.provenance["frameworks"] == ["eager", "onnxruntime"]
+    assert "onnxruntime" in prof.provenance
+    ort = prof.host.frameworks["onnxruntime"]  # type: ignore[union-attr]
+    assert ort.per_call_s >= 0
+    assert "module_call" not in ort.per_event_s  # ORT runs no nn.Module calls
+    assert all(v >= 0 for v in ort.per_event_s.values())
+    assert "kernel:gemm" in ort.per_event_s and "kernel:conv" in ort.per_event_s
+    programs = [s for s in ort.samples if "program" in s]
+    # each pattern at two lengths; counts are ORT's own (conv -> conv + NCHWc reorder copies)
+    assert len(programs) >= 10 and all(s["time_s"] > 0 for s in programs)
+    conv = next(s for s in programs if s["program"] == "conv_x3")
+    assert conv["events"]["kernel:conv"] == 3  # 3 chained Conv2d, one ORT Conv node each
+    assert set(ort.in_model) == {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"}
+    assert "onnxruntime" in prof.provenance["framework_stage_s"]
+
+
+@pytest.mark.requires_onnxruntime
+@pytest.mark.skipif(not HAS_ORT, reason="needs onnxruntime")
+def test_calibrated_profile_predicts_onnxruntime(quick_profile: Path) -> None:
+    p = predict_latency(mlp(4, 64), "ort", str(quick_profile), [1, 8],
+                        inputs=torch.randn(1, 256))
+    assert all(q.latency_s > 0 for q in p)
+    assert not any("counted as free" in w for q in p for w in q.warnings)
+
+
+def test_compiled_host_programs_chain_their_ops() -> None:
+    from calibration.dispatch import compiled_host_programs
+    progs = compiled_host_programs((2, 5))
+    names = [p.name for p in progs]
+    assert "linear_x2" in names and "linear_x5" in names
+    short = compiled_host_programs((2,), full=False)
+    assert 0 < len(short) < len(progs) / 2
+    for p in progs:  # every program runs, and every input's dim 0 agrees (the batch)
+        with torch.no_grad():
+            p.module(*p.inputs)
+        assert len({t.shape[0] for t in p.inputs}) == 1
+
+
 def test_calibrate_rejects_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="onnxruntime"):
-        suite.calibrate("cpu", ("onnxruntime",), tmp_path / "x.json", progress=False)
+    with pytest.raises(ValueError, match="cudagraphs"):
+        suite.calibrate("cpu", ("cudagraphs",), tmp_path / "x.json", progress=False)
     with pytest.raises(ValueError, match="tpu"):
         suite.calibrate("tpu", ("eager",), tmp_path / "x.json", progress=False)
 
