@@ -6,8 +6,8 @@ A profile has two halves that can be combined:
   (``module_call``, ``view``, ``alloc``, ``kernel:<op class>``) plus a fixed
   per-forward ``per_call_s``, with the raw calibration samples they were fitted from.
 * **device** — how long kernels take: per op class either measured ``samples``
-  (``[macs, bytes_read, bytes_written, time_s]`` rows; the curve is rebuilt from them on load)
-  or a spec-derived ``roofline`` (peak rate, bandwidth, efficiency parameters), plus the
+  (``[macs, bytes_read, bytes_written, time_s]`` rows, and optionally ``cold_s``, the same
+  samples timed with cold operands; the curves are rebuilt from them on load) or a spec-derived ``roofline`` (peak rate, bandwidth, efficiency parameters), plus the
   execution mode (``sync`` CPU, ``async`` GPU), launch latency, sync cost and kernel floor.
   Roofline parameters may be specialised per math dtype with a ``:<dtype>`` suffix, e.g.
   ``peak_macs_per_s:fp16`` (tensor cores) next to ``peak_macs_per_s`` (the fp32 default).
@@ -78,6 +78,9 @@ class OpClassData:
     model: str  # "samples" | "roofline"
     samples: tuple[tuple[float, float, float, float], ...] = ()  # macs, bytes_r, bytes_w, time_s
     params: Mapping[str, float] = field(default_factory=dict)  # roofline parameters
+    # time_s of each sample again with cold operands (inputs and weights streamed from memory,
+    # not cache); parallel to ``samples``, empty when not measured (see ftmodel.estimate.cache)
+    cold_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class DeviceProfile:
     specs: Mapping[str, Any] = field(default_factory=dict)
     # framework -> "<op class>" or "<op class>:<dtype>" -> device kernels per op (default 1)
     launches_per_op: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # effective last-level cache capacity for the cold/hot operand model (0 = no cache model)
+    cache_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,17 @@ def _op_class(d: Any, path: str) -> OpClassData:
     if model == "roofline" and "bandwidth_Bps" not in params:
         raise ProfileError(f"profile field '{path}.params.bandwidth_Bps' is missing; a roofline "
                            "needs the memory bandwidth")
-    return OpClassData(model=model, samples=tuple(samples), params=params)  # type: ignore[arg-type]
+    cold = _get(d, "cold_s", list, path, [])
+    for i, v in enumerate(cold):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            raise ProfileError(f"profile field '{path}.cold_s[{i}]' must be seconds >= 0, "
+                               f"got {v!r:.80}")
+    if cold and len(cold) != len(samples):
+        raise ProfileError(f"profile field '{path}.cold_s' has {len(cold)} entries but "
+                           f"'{path}.samples' has {len(samples)}; they must be parallel")
+    return OpClassData(model=model, samples=tuple(samples), params=params,  # type: ignore[arg-type]
+                       cold_s=tuple(float(v) for v in cold))
 
 
 def _device(d: Any, path: str) -> DeviceProfile:
@@ -233,6 +248,7 @@ def _device(d: Any, path: str) -> DeviceProfile:
         specs=dict(_get(d, "specs", dict, path, {})),
         launches_per_op=_launches(_get(d, "launches_per_op", dict, path, {}),
                                   f"{path}.launches_per_op"),
+        cache_bytes=_get(d, "cache_bytes", float, path, 0.0),
     )
 
 
