@@ -163,10 +163,31 @@ class Predictor:
     def trace(self, model: nn.Module, inputs: InputSpec, batch: int) -> Trace:
         return trace(model, inputs, batch, dtype=DTYPES[self.dtype])
 
-    def timeline(self, program: Program, warnings: list[str]) -> Timeline:
+    def lower(self, model: nn.Module, inputs: InputSpec, batch: int, trace: Trace) -> Program:
+        """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
+        counted from the framework's own artifact where it has one, with the device's helper
+        kernels."""
+        fw = self.framework
+        if fw.lower_model is not None:  # counted from the framework's own artifact
+            program = fw.lower_model(model, inputs, batch, trace,
+                                     device=self.profile.device.type, dtype=self.dtype)
+        else:
+            program = fw.lower(trace)
+        # helper kernels cuDNN/cuBLAS launch below the aten level on this device
+        return expand_launches(program, self.profile.device, fw.name)
+
+    def device_times_s(self, kernels: Sequence[Kernel], warnings: list[str]) -> np.ndarray:
+        """Device seconds of each kernel from the profile's curves: a pure function of each
+        kernel (module path aside), before the timeline's in-model terms."""
+        return self.device_model.kernel_times_s(kernels, warnings)
+
+    def timeline(self, program: Program, warnings: list[str],
+                 device_s: np.ndarray | None = None) -> Timeline:
+        """``device_s``: :meth:`device_times_s` of the program's kernels, if already known."""
         dev = self.profile.device
         host_s = host_costs_s(program, self.fw_host, warnings)
-        device_s = self.device_model.kernel_times_s(program.kernels, warnings)
+        if device_s is None:
+            device_s = self.device_times_s(program.kernels, warnings)
         im = self.fw_host.in_model
         if im:
             moved = np.array([k.bytes_total for k in program.kernels], dtype=np.float64)
@@ -210,37 +231,31 @@ class Predictor:
         def program(b: int) -> Program:
             if b not in programs:
                 traces[b] = self.trace(model, inputs, b)
-                fw = self.framework
-                if fw.lower_model is not None:  # counted from the framework's own artifact
-                    programs[b] = fw.lower_model(model, inputs, b, traces[b],
-                                                 device=self.profile.device.type,
-                                                 dtype=self.dtype)
-                else:
-                    programs[b] = fw.lower(traces[b])
-                # helper kernels cuDNN/cuBLAS launch below the aten level on this device
-                programs[b] = expand_launches(programs[b], self.profile.device, fw.name)
+                programs[b] = self.lower(model, inputs, b, traces[b])
             return programs[b]
 
         warn_x: list[str] = []
         # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the
         # copies it needs from batch 2 on (BERT: 201 kernels at batch 1, 237 after)
         xover = self.crossover(program(2), program(3), warn_x)
-        out = []
-        for b in batches:
-            warnings = list(self.warnings)
-            prog = program(b)
-            tl = self.timeline(prog, warnings)
-            warnings += list(prog.warnings) + warn_x
-            out.append(Prediction(
-                framework=self.framework.name, device=self.profile.name, batch=b,
-                dtype=self.dtype, latency_s=tl.latency_s, overhead_s=tl.overhead_s,
-                compute_s=tl.compute_s, closed_form_s=tl.closed_form_s, regime=tl.regime,
-                framework_tax=tl.framework_tax, n_launches=prog.n_launches, macs=prog.macs,
-                crossover_batch=xover, layers=_layers(prog, tl),
-                warnings=tuple(dict.fromkeys(warnings)),
-                extra={"host": self.host_name, "profile_kind": self.profile.kind},
-            ))
-        return out
+        return [self.prediction(program(b), b, xover, warn_x) for b in batches]
+
+    def prediction(self, program: Program, batch: int, crossover_batch: float | None,
+                   crossover_warnings: Sequence[str] = (),
+                   device_s: np.ndarray | None = None) -> Prediction:
+        """The Prediction for one lowered ``program`` (see :meth:`timeline` for ``device_s``)."""
+        warnings = list(self.warnings)
+        tl = self.timeline(program, warnings, device_s)
+        warnings += list(program.warnings) + list(crossover_warnings)
+        return Prediction(
+            framework=self.framework.name, device=self.profile.name, batch=batch,
+            dtype=self.dtype, latency_s=tl.latency_s, overhead_s=tl.overhead_s,
+            compute_s=tl.compute_s, closed_form_s=tl.closed_form_s, regime=tl.regime,
+            framework_tax=tl.framework_tax, n_launches=program.n_launches, macs=program.macs,
+            crossover_batch=crossover_batch, layers=_layers(program, tl),
+            warnings=tuple(dict.fromkeys(warnings)),
+            extra={"host": self.host_name, "profile_kind": self.profile.kind},
+        )
 
 
 def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto",
