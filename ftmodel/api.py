@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from ftmodel.errors import InvalidArgumentError, ProfileError
-from ftmodel.estimate.kernels import DeviceModel
+from ftmodel.estimate.cache import cold_fractions
+from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
 from ftmodel.frameworks.base import Framework, Kernel, Program, get_framework
@@ -132,11 +133,20 @@ def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
     return tuple(LayerCost(p, int(r[0]), int(r[1]), r[2], r[3]) for p, r in acc.items())
 
 
-def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> tuple[float, float, float]:
-    """Kernel work at continuous batch b, affine through batch b1 and b1 + 1."""
-    lin = lambda a, c: max(0.0, a + (c - a) * (b - b1))  # noqa: E731
-    return (lin(k1.macs, k2.macs), lin(k1.bytes_read, k2.bytes_read),
-            lin(k1.bytes_written, k2.bytes_written))
+def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
+    """The kernel at continuous batch b: its work affine through batch b1 and b1 + 1."""
+    lin = lambda a, c: int(max(0.0, a + (c - a) * (b - b1)))  # noqa: E731
+
+    def operands(o1: tuple[tuple[int, int], ...], o2: tuple[tuple[int, int], ...]
+                 ) -> tuple[tuple[int, int], ...]:
+        if len(o1) != len(o2):
+            return o1
+        return tuple((sid, lin(n1, n2)) for (sid, n1), (_, n2) in zip(o1, o2))
+
+    return replace(k1, macs=lin(k1.macs, k2.macs), bytes_read=lin(k1.bytes_read, k2.bytes_read),
+                   bytes_written=lin(k1.bytes_written, k2.bytes_written),
+                   bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
+                   reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes))
 
 
 class Predictor:
@@ -176,10 +186,26 @@ class Predictor:
         # helper kernels cuDNN/cuBLAS launch below the aten level on this device
         return expand_launches(program, self.profile.device, fw.name)
 
-    def device_times_s(self, kernels: Sequence[Kernel], warnings: list[str]) -> np.ndarray:
-        """Device seconds of each kernel from the profile's curves: a pure function of each
-        kernel (module path aside), before the timeline's in-model terms."""
-        return self.device_model.kernel_times_s(kernels, warnings)
+    def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """(hot, cold) device seconds of each kernel from the profile's curves: a pure function
+        of each kernel (module path and operand ids aside), so it may be cached per kernel."""
+        return self.device_model.hot_cold_times_s(kernels, warnings)
+
+    def device_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None,
+                       hot_cold: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """Device seconds of each kernel of this sequence, before the timeline's in-model terms.
+
+        Each kernel's hot and cold times (``hot_cold``, e.g. cached from
+        :meth:`hot_cold_times_s`) are blended by the share of its operands that is cold, which
+        depends on the whole sequence (:func:`ftmodel.estimate.cache.cold_fractions`): pass the
+        program's full kernel sequence, not a part of it.
+        """
+        hot, cold = hot_cold if hot_cold is not None else self.hot_cold_times_s(kernels, warnings)
+        if not self.device_model.has_cold_data:
+            return hot
+        frac = cold_fractions(kernels, self.profile.device.cache_bytes)
+        return blend_hot_cold(hot, cold, frac)
 
     def timeline(self, program: Program, warnings: list[str],
                  device_s: np.ndarray | None = None) -> Timeline:
@@ -208,14 +234,10 @@ class Predictor:
         overhead = tl1.overhead_s
 
         def compute_at(b: float) -> float:
-            work = [_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels)]
-            ks = tuple(Kernel(k.op_class, int(m), int(r), int(w), k.module_path, k.members,
-                              k.dtype, k.variant, k.bytes_weights)
-                       for k, (m, r, w) in zip(p1.kernels, work))
+            ks = tuple(_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels))
             im = self.fw_host.in_model
             moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
-            return im.get("device_scale", 1.0) * float(
-                self.device_model.kernel_times_s(ks).sum()) + moved
+            return im.get("device_scale", 1.0) * float(self.device_times_s(ks).sum()) + moved
 
         return crossover(lambda b: overhead, compute_at)
 

@@ -15,6 +15,12 @@ Two kinds of op-class data:
   kernel's own (``float16`` -> ``fp16``), except that fp32 kernels use ``tf32`` when the
   prediction's dtype is ``tf32``.
 
+Cache state: a ``samples`` class may also carry ``cold_s``, each sample timed again with cold
+operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
+:mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; classes
+without cold data, and roofline classes (whose bandwidth term already streams every byte), use
+``t_hot``.
+
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
 transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
@@ -34,7 +40,7 @@ from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["DeviceModel", "FALLBACK_CLASS"]
+__all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold"]
 
 FALLBACK_CLASS = {
     "gemm": "bmm", "bmm": "gemm", "attention": "bmm", "conv": "gemm", "conv_grouped": "conv",
@@ -65,9 +71,10 @@ class _SampleCurve:
     k: int = 3
 
     @classmethod
-    def fit(cls, op_class: str, data: OpClassData) -> _SampleCurve:
+    def fit(cls, op_class: str, data: OpClassData, cold: bool = False) -> _SampleCurve:
         s = np.asarray(data.samples, dtype=np.float64)  # (M, 4)
-        macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(s[:, 3], 1e-9)
+        times = np.asarray(data.cold_s, dtype=np.float64) if cold else s[:, 3]  # (M,)
+        macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(times, 1e-9)
         feats = _features(op_class, macs, br, bw)
         return cls(op_class, feats, np.log(t / _work(op_class, macs, br, bw)),
                    k=min(3, len(s)))
@@ -80,6 +87,12 @@ class _SampleCurve:
         w = 1.0 / np.maximum(dn, 1e-3) ** 2
         log_inv = (w * self.log_inv_tput[idx]).sum(1) / w.sum(1)
         return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
+
+
+def blend_hot_cold(hot_s: np.ndarray, cold_s: np.ndarray, cold_fraction: np.ndarray
+                   ) -> np.ndarray:
+    """``t_hot + f · max(0, t_cold − t_hot)`` per kernel (``f`` = share of cold operand bytes)."""
+    return hot_s + np.clip(cold_fraction, 0.0, 1.0) * np.maximum(cold_s - hot_s, 0.0)
 
 
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
@@ -112,9 +125,13 @@ class DeviceModel:
         self.device = device
         self.dtype = dtype  # the prediction's dtype: "tf32" makes fp32 kernels use tf32 params
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
+        self._cold: dict[str, _SampleCurve] = {}  # the same samples timed with cold operands
         for name, data in device.op_classes.items():
             if data.model == "samples":
-                self._curves[name] = _SampleCurve.fit(name.split(":")[0].split("@")[0], data)
+                base = name.split(":")[0].split("@")[0]
+                self._curves[name] = _SampleCurve.fit(base, data)
+                if data.cold_s:
+                    self._cold[name] = _SampleCurve.fit(base, data, cold=True)
             else:
                 self._curves[name] = _Roofline(dict(data.params))
 
@@ -128,7 +145,7 @@ class DeviceModel:
                 return f"{op_class}:{v}"
         return op_class
 
-    def _curve_for(self, op_class: str, warnings: list[str]) -> _SampleCurve | _Roofline:
+    def _curve_name(self, op_class: str, warnings: list[str]) -> str:
         seen = [op_class]
         cls = op_class
         while cls not in self._curves:
@@ -142,31 +159,52 @@ class DeviceModel:
         if cls != op_class:
             warnings.append(f"device profile {self.device.name!r} has no data for op class "
                             f"{op_class!r}; used {cls!r} instead")
-        return self._curves[cls]
+        return cls
 
-    def kernel_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
-                       ) -> np.ndarray:
-        """Device seconds of each kernel, in order."""
+    @property
+    def has_cold_data(self) -> bool:
+        """Whether any curve has cold-operand samples (the cache model has an effect)."""
+        return bool(self._cold) and self.device.cache_bytes > 0
+
+    def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """(hot, cold) device seconds of each kernel, in order; cold = hot for classes without
+        cold-operand data. Each is a pure function of the kernel (cacheable per kernel)."""
         warns: list[str] = [] if warnings is None else warnings
         n = len(kernels)
-        out = np.zeros(n)
+        hot = np.zeros(n)
         if n == 0:
-            return out
+            return hot, hot.copy()
         classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "")
                             for k in kernels])
         dtypes = np.array([self._math_dtype(k.dtype) for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
         br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
+        cold = np.zeros(n)
         for cls in np.unique(classes):
-            curve = self._curve_for(str(cls), warns)
+            name = self._curve_name(str(cls), warns)
+            curve = self._curves[name]
             for dt in np.unique(dtypes[classes == cls]):
                 sel = (classes == cls) & (dtypes == dt)
                 if isinstance(curve, _Roofline):
-                    out[sel] = curve(macs[sel], br[sel], bw[sel], str(dt))
+                    hot[sel] = curve(macs[sel], br[sel], bw[sel], str(dt))
                 else:
-                    out[sel] = curve(macs[sel], br[sel], bw[sel])
-        return np.maximum(out, self.device.kernel_floor_s)
+                    hot[sel] = curve(macs[sel], br[sel], bw[sel])
+                cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
+                             else hot[sel])
+        floor = self.device.kernel_floor_s
+        return np.maximum(hot, floor), np.maximum(cold, floor)
+
+    def kernel_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None,
+                       cold: np.ndarray | None = None) -> np.ndarray:
+        """Device seconds of each kernel, in order.
+
+        ``cold``: per kernel, the share of its read bytes that is cold (see
+        :func:`ftmodel.estimate.cache.cold_fractions`); None = all hot.
+        """
+        hot, cold_s = self.hot_cold_times_s(kernels, warnings)
+        return hot if cold is None else blend_hot_cold(hot, cold_s, cold)
 
     def _math_dtype(self, torch_dtype: str) -> str:
         key = _DTYPE_KEYS.get(torch_dtype, torch_dtype)

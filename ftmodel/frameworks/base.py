@@ -39,6 +39,10 @@ class Kernel:
     dtype: str = "float32"
     variant: str = ""  # refines op_class for device time: "inplace", "math", "math_inplace"
     bytes_weights: int = 0  # part of bytes_read that is model parameters / buffers
+    # (storage id, bytes) of each operand read / result written, when the lowering knows them
+    # (eager: from the trace); the cache model uses them to tell warm operands from cold ones
+    reads: tuple[tuple[int, int], ...] = ()
+    writes: tuple[tuple[int, int], ...] = ()
 
     @property
     def bytes_total(self) -> int:

@@ -18,7 +18,7 @@ __all__ = ["lower"]
 def lower(trace: Trace) -> Program:
     kernels = tuple(
         Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,), r.dtype,
-               r.variant, r.bytes_weights)
+               r.variant, r.bytes_weights, r.reads, r.writes)
         for r in trace.records if r.launches
     )
     events: Counter[str] = kernel_events(kernels)

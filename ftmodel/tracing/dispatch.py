@@ -50,6 +50,24 @@ class Recorder:
         self.module_stack: list[str] = []
         self.module_calls: Counter[str] = Counter()
         self.module_names = module_names
+        self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
+        self._storages: list[Any] = []  # keeps storages alive so no address is reused
+
+    def _operands(self, ts: list[torch.Tensor]) -> tuple[tuple[int, int], ...]:
+        """(storage id, bytes) of each tensor; tensors sharing a storage share an id."""
+        out = []
+        for t in ts:
+            try:
+                st = t.untyped_storage()
+                key = int(st._cdata)
+            except (RuntimeError, NotImplementedError, AttributeError):  # sparse, nested, ...
+                st, key = t, id(t)
+            sid = self._storage_ids.get(key)
+            if sid is None:
+                sid = self._storage_ids[key] = len(self._storage_ids)
+                self._storages.append(st)
+            out.append((sid, t.numel() * t.element_size()))
+        return tuple(out)
 
     # -- module tracking (global hooks, removed on exit) ---------------------------------------
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
@@ -105,6 +123,8 @@ class Recorder:
             is_view=is_view,
             launches=0 if is_view else 1,
             variant=variant_of(func, args) if not is_view else "",
+            reads=() if is_view else self._operands(ins),
+            writes=() if is_view else self._operands(outs),
         ))
 
 

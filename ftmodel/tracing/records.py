@@ -15,6 +15,11 @@ Counting semantics
   (element size × number of elements), i.e. the traffic of an unfused kernel; views move 0 bytes.
   ``bytes_weights`` is the part of ``bytes_read`` that is model parameters or buffers: in a whole
   forward pass these stream from memory rather than sit in cache.
+* ``reads`` / ``writes`` name the storage behind each tensor argument / result, as
+  ``(storage id, bytes)`` pairs (ids are small integers unique within one trace; a view and its
+  base share an id; an in-place op writes the id it reads). They let the cache model
+  (``ftmodel.estimate.cache``) tell operands just written by the previous op (warm) from weights
+  and skip connections last touched long ago (cold). Views and allocations have none.
 * ``launches`` is the number of device kernels the op launches in eager PyTorch: 0 for views and
   uninitialised allocations (``empty``), 1 otherwise.
 * ``variant`` refines the op class for device time: ``inplace`` (writes into an input, no new
@@ -57,6 +62,8 @@ class OpRecord:
     is_view: bool
     launches: int
     variant: str = ""  # "inplace" | "math" | "math_inplace" | conv backend | ""  (see docstring)
+    reads: tuple[tuple[int, int], ...] = ()  # (storage id, bytes) per tensor argument
+    writes: tuple[tuple[int, int], ...] = ()  # (storage id, bytes) per tensor result
 
     @property
     def bytes_total(self) -> int:
