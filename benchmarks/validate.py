@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.errors import BackendUnavailable, FrameworkUnsupported  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.measure import set_threads  # noqa: E402
-from ftmodel.validation import LivePoint, compare_live, macs_proxy, summarize  # noqa: E402
+from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
+                                summarize)
 from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -117,22 +117,24 @@ def _validate_one(framework: str, profile: object, profile_path: Path, args: arg
                   batches: list[int], out: Path, threads: int) -> dict[str, dict[str, float]]:
     started = time.time()
     predictor = Predictor(framework, profile)
-    points: list[LivePoint] = []
     skipped: dict[str, str] = {}
+
+    def skip(name: str, err: Exception) -> None:
+        skipped[name] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+        print(f"{name:<24} skipped: {skipped[name]}", flush=True)
+
+    models = []
     for name in args.models.split(","):
         zm = get_model(name)
         torch.manual_seed(0)
-        t0 = time.time()
-        try:
-            pts = compare_live(zm.name, zm.build(), zm.make_inputs, batches, predictor,
-                               rounds=args.rounds)
-        except (FrameworkUnsupported, BackendUnavailable) as err:
-            skipped[zm.name] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
-            print(f"{zm.name:<24} skipped: {skipped[zm.name]}", flush=True)
-            continue
-        points += pts
+        models.append(LiveModel(zm.name, zm.build(), zm.make_inputs))
+    print(f"{framework}: predicting and measuring {len(models)} models x {len(batches)} batches "
+          f"in {args.rounds} interleaved rounds ...", flush=True)
+    points = compare_live_many(models, batches, predictor, rounds=args.rounds, on_skip=skip)
+    for m in dict.fromkeys(p.model for p in points):
+        pts = [p for p in points if p.model == m]
         worst = max(pts, key=lambda p: p.ape)
-        print(f"{zm.name:<24} {time.time() - t0:5.1f}s  " + "  ".join(
+        print(f"{m:<24} " + "  ".join(
             f"b{p.batch}:{p.measured_s * 1e3:.1f}/{p.predicted_s * 1e3:.1f}" for p in pts)
             + f"  worst APE {worst.ape:.0%}", flush=True)
     stem = f"cpu-{framework}"
@@ -155,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
     ap.add_argument("--models", default=",".join(VALIDATION_SET))
     ap.add_argument("--batches", default="1,2,4,8,16,32")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--out-dir", default=str(RESULTS))
     args = ap.parse_args(argv)

@@ -6,7 +6,10 @@
    seconds per host event (module call, torch call, view, allocation, kernel by op class);
 2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed in rounds
    interleaved with a tiny-size floor of the same call; the device time of each is its time
-   minus its floor (the floor is host cost, which stage 1 prices);
+   minus its floor (the floor is host cost, which stage 1 prices). Every sample is timed twice:
+   hot (the same operands over and over, as a sweep does) and cold (right after a flush of the
+   last-level cache, as weights and skip connections arrive inside a large model); the device
+   half records both and the cache size, for :mod:`ftmodel.estimate.cache`;
 3. the in-model stage (``calibration.networks``) for eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
    programs (``calibration.dispatch.compiled_host_programs``) built and run through that
@@ -47,7 +50,8 @@ from ftmodel.frameworks.base import canonical_framework, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import measure_interleaved, set_threads
+from ftmodel.measure import (cache_flusher, last_level_cache_bytes, measure_cold_interleaved,
+                             measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
@@ -128,13 +132,29 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 
-def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float
+def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
+                 flush: Callable[[], object] | None = None
                  ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
-    """Measure one curve's samples with their families' floors; device time = time − floor."""
+    """Measure one curve's samples with their families' floors; device time = time − floor.
+
+    With ``flush``, every sample (floors included) is timed again right after a cache flush:
+    cold device time = cold time − cold floor (the flush also chills the host's own code path,
+    which the cold floor carries and the subtraction removes).
+    """
     measured = _measure_group([(s.label, s.module, s.inputs) for s in samples], device, rounds,
                               round_s)
     floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
+    cold: dict[str, float] = {}
+    if flush is not None:
+        fns = {}
+        for s in samples:
+            m, xs = _to(s.module, s.inputs, device)
+            fns[s.label] = _caller(m, xs)
+        cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
+            fns, flush=flush, device=device, rounds=max(2, rounds - 2)).items()}
+    cold_floors = {s.family: cold[s.label] for s in samples if s.is_floor and cold}
     rows: list[tuple[float, float, float, float]] = []
+    cold_rows: list[float] = []
     variants: list[str] = []
     raw: list[dict[str, Any]] = []
     for s in samples:
@@ -152,7 +172,16 @@ def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: flo
         variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
         raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
                     "variant": variants[-1]})
-    return OpClassData(model="samples", samples=tuple(rows)), raw, variants
+        if cold:
+            cold_rows.append(max(cold[s.label] - cold_floors[s.family], device_s))
+            raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
+    return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,
+            variants)
+
+
+def _subset(data: OpClassData, keep: list[int]) -> OpClassData:
+    return OpClassData("samples", tuple(data.samples[i] for i in keep),
+                       cold_s=tuple(data.cold_s[i] for i in keep) if data.cold_s else ())
 
 
 def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
@@ -257,8 +286,8 @@ class _compile_limits:
 
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
-              quick: bool = False, progress: bool = True, name: str | None = None
-              ) -> HardwareProfile:
+              quick: bool = False, progress: bool = True, name: str | None = None,
+              cold: bool = True) -> HardwareProfile:
     """Measure this machine and write its profile to ``out`` (default: the user cache)."""
     fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
     unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
@@ -294,6 +323,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     host = HostProfile(name=f"{name}-host", cpu=_cpu_name(), threads=n_threads, frameworks={})
     classes: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
+    cache_bytes = last_level_cache_bytes(device)
+    flush = cache_flusher(device, cache_bytes) if cold else None
+    provenance["cache_bytes"] = cache_bytes
 
     def snapshot(complete: bool) -> HardwareProfile:
         provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
@@ -301,7 +333,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                           raw_op_times=raw)
         dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
                             execution="sync" if device == "cpu" else "async",
-                            op_classes=dict(classes), dtypes=("fp32",))
+                            op_classes=dict(classes), dtypes=("fp32",),
+                            cache_bytes=float(cache_bytes))
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
@@ -313,17 +346,19 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 if not sweeps[cls]:
                     continue
                 classes[cls], raw[cls], variants = _class_stage(sweeps[cls], device, rounds,
-                                                                round_s)
+                                                                round_s, flush)
                 for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
-                    rows = [r for r, rv in zip(classes[cls].samples, variants) if rv == v]
-                    if len(rows) >= 3:
-                        classes[f"{cls}:{v}"] = OpClassData("samples", tuple(rows))
+                    keep = [i for i, rv in enumerate(variants) if rv == v]
+                    if len(keep) >= 3:
+                        classes[f"{cls}:{v}"] = _subset(classes[cls], keep)
                 bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                 write_profile(snapshot(False), path)
-            math_rows = [r for c, d in classes.items() if c.startswith("elementwise@")
-                         for r in d.samples]
-            if math_rows:  # the union curve, for transcendental ops without their own
-                classes["elementwise:math"] = OpClassData("samples", tuple(math_rows))
+            math = [d for c, d in classes.items() if c.startswith("elementwise@")]
+            if math:  # the union curve, for transcendental ops without their own
+                classes["elementwise:math"] = OpClassData(
+                    "samples", tuple(r for d in math for r in d.samples),
+                    cold_s=tuple(t for d in math for t in d.cold_s)
+                    if all(d.cold_s for d in math) else ())
             fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
             host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
             bar.step("synthetic networks", 1)

@@ -6,6 +6,11 @@ measured in several *rounds*; each round takes the median of its repetitions, an
 time is the fastest round's median. ``spread`` (slowest round / fastest round − 1) flags noisy
 points. With several callables, rounds are interleaved (A B C, A B C, ...) so that slow phases of
 the machine hit every point alike.
+
+:func:`measure_cold_interleaved` times the same callables with cold caches: before every timed
+call it runs an untimed flush that touches, on every thread, more memory than the last-level
+cache holds, so the call's operands (weights, inputs) come from memory as they do inside a model
+that is larger than the cache.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Measurement", "measure", "measure_interleaved", "set_threads", "synchronize"]
+__all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
+           "cache_flusher", "last_level_cache_bytes", "set_threads", "synchronize"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +95,57 @@ def measure(fn: Callable[[], object], *, device: str = "cpu", rounds: int = 5, w
     """Time one callable; see :func:`measure_interleaved`."""
     return measure_interleaved({0: fn}, device=device, rounds=rounds, warmup=warmup,
                                round_s=round_s, max_reps=max_reps)[0]
+
+
+def last_level_cache_bytes(device: str = "cpu") -> int:
+    """Size of the device's last-level cache: the CPU's largest cache (Linux sysfs) or the
+    GPU's L2; 0 when unknown."""
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(device)
+        return int(getattr(props, "L2_cache_size", 0))
+    from pathlib import Path
+    best = 0
+    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (d / "type").read_text().strip() == "Instruction":
+                continue
+            text = (d / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best
+
+
+def cache_flusher(device: str = "cpu", cache_bytes: int | None = None) -> Callable[[], object]:
+    """A callable that evicts the caches: a parallel (all threads) pass over a buffer twice the
+    last-level cache (64 MiB when the size is unknown)."""
+    size = 2 * (cache_bytes if cache_bytes else last_level_cache_bytes(device) or 32 << 20)
+    buf = torch.ones(size // 4, dtype=torch.float32, device=device)
+
+    def flush() -> object:
+        return buf.sum()  # parallel reduction: every worker thread streams its share
+    return flush
+
+
+def measure_cold_interleaved(fns: Mapping[Hashable, Callable[[], object]], *,
+                             flush: Callable[[], object], device: str = "cpu", rounds: int = 3,
+                             reps: int = 5, warmup: int = 1) -> dict[Hashable, Measurement]:
+    """Time each callable right after an (untimed) cache flush; rounds interleaved as in
+    :func:`measure_interleaved`, each round the median of ``reps`` flushed calls."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    synchronize(device)
+    medians: dict[Hashable, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            times = []
+            for _ in range(reps):
+                flush()
+                synchronize(device)
+                times.append(_time_once(fn, device))
+            medians[key].append(statistics.median(times))
+    return {k: Measurement(min(v), tuple(v), reps * rounds) for k, v in medians.items()}

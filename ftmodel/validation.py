@@ -27,7 +27,8 @@ from ftmodel.frameworks.base import Framework
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.inputs import ModelInputs, resolve_inputs
 
-__all__ = ["LivePoint", "compare_live", "summarize", "macs_proxy"]
+__all__ = ["LivePoint", "LiveModel", "compare_live", "compare_live_many", "summarize",
+           "macs_proxy"]
 
 
 @dataclass(frozen=True)
@@ -86,33 +87,81 @@ def _limits(framework: Framework) -> contextlib.AbstractContextManager[Any]:
     return cfg.patch(recompile_limit=64)  # type: ignore[no-any-return]
 
 
-def compare_live(name: str, model: nn.Module, make_inputs: Callable[[int], Any],
-                 batches: Sequence[int], predictor: Predictor, *, rounds: int = 3,
-                 round_s: float = 0.15) -> list[LivePoint]:
-    """Measure and predict ``model`` at each batch, with the framework's runner if it has one.
+@dataclass(frozen=True)
+class LiveModel:
+    """One model to validate: its name, the module and how to make its inputs for a batch."""
 
-    Raises FrameworkUnsupported (from the prediction) when the framework cannot run the model.
+    name: str
+    model: nn.Module
+    make_inputs: Callable[[int], Any]
+
+
+def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
+                      predictor: Predictor, *, rounds: int = 5, round_s: float = 0.1,
+                      on_skip: Callable[[str, Exception], None] | None = None
+                      ) -> list[LivePoint]:
+    """Predict every model × batch, then measure all of them in the same interleaved rounds.
+
+    Interleaving every point of every model in each round spreads a slow phase of the machine
+    over all points, so the fastest round of each point is a quiet one. A model the framework
+    cannot run (FrameworkUnsupported, BackendUnavailable) is passed to ``on_skip`` (or raised
+    when ``on_skip`` is None) and left out.
     """
-    model = model.eval()
     fw = predictor.framework
     if fw.needs_gpu and predictor.profile.device.type == "cpu":
         raise InvalidArgumentError(f"framework {fw.name!r} cannot be measured on this CPU")
+    from ftmodel.errors import BackendUnavailable, FrameworkUnsupported
+
+    preds: dict[tuple[str, int], Any] = {}
+    fns: dict[tuple[str, int], Callable[[], object]] = {}
+    kept: list[LiveModel] = []
     with _artifact_room(fw, len(batches) + 3), _limits(fw):
-        preds = predictor.predict(model, list(batches), make_inputs)
-        if fw.runner is None:
-            inputs = {b: resolve_inputs(model, make_inputs(b), b) for b in batches}
-            fns = {b: _call(model, inputs[b]) for b in batches}
-        else:
-            device = predictor.profile.device.type
-            fns = {b: fw.runner(model, make_inputs, b, device=device, dtype=predictor.dtype)
-                   for b in batches}
+        for lm in models:
+            model = lm.model.eval()
+            try:
+                for b, p in zip(batches, predictor.predict(model, list(batches),
+                                                           lm.make_inputs)):
+                    preds[(lm.name, b)] = p
+                if fw.runner is None:
+                    for b in batches:
+                        fns[(lm.name, b)] = _call(model, resolve_inputs(
+                            model, lm.make_inputs(b), b))
+                else:
+                    device = predictor.profile.device.type
+                    for b in batches:
+                        fns[(lm.name, b)] = fw.runner(model, lm.make_inputs, b, device=device,
+                                                      dtype=predictor.dtype)
+            except (FrameworkUnsupported, BackendUnavailable) as err:
+                if on_skip is None:
+                    raise
+                on_skip(lm.name, err)
+                for b in batches:
+                    preds.pop((lm.name, b), None)
+                    fns.pop((lm.name, b), None)
+                continue
+            kept.append(lm)
         measured = measure_interleaved(fns, rounds=rounds, round_s=round_s, warmup=2,
                                        max_reps=50)
-    n_params = sum(p.numel() for p in model.parameters())
-    return [LivePoint(name, predictor.framework.name, b, measured[b].time_s, measured[b].spread,
-                      p.latency_s, p.overhead_s, p.compute_s, p.regime, p.macs, p.n_launches,
-                      n_params)
-            for b, p in zip(batches, preds)]
+    out = []
+    for lm in kept:
+        n_params = sum(p.numel() for p in lm.model.parameters())
+        for b in batches:
+            p, m = preds[(lm.name, b)], measured[(lm.name, b)]
+            out.append(LivePoint(lm.name, fw.name, b, m.time_s, m.spread, p.latency_s,
+                                 p.overhead_s, p.compute_s, p.regime, p.macs, p.n_launches,
+                                 n_params))
+    return out
+
+
+def compare_live(name: str, model: nn.Module, make_inputs: Callable[[int], Any],
+                 batches: Sequence[int], predictor: Predictor, *, rounds: int = 5,
+                 round_s: float = 0.1) -> list[LivePoint]:
+    """Measure and predict one model at each batch, with the framework's runner if it has one.
+
+    Raises FrameworkUnsupported (from the prediction) when the framework cannot run the model.
+    """
+    return compare_live_many([LiveModel(name, model, make_inputs)], batches, predictor,
+                             rounds=rounds, round_s=round_s)
 
 
 def macs_proxy(points: Sequence[LivePoint]) -> np.ndarray:

@@ -38,6 +38,10 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
                 "pool", "bmm", "attention", "embedding", "copy"):
         assert cls in prof.device.op_classes, cls
         assert all(row[3] > 0 for row in prof.device.op_classes[cls].samples)
+        data = prof.device.op_classes[cls]
+        # every sample timed again after a cache flush; cold is never faster than hot
+        assert len(data.cold_s) == len(data.samples), cls
+        assert all(c >= row[3] for c, row in zip(data.cold_s, data.samples)), cls
     eager = prof.host.frameworks["eager"]  # type: ignore[union-attr]
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept

@@ -88,3 +88,25 @@ def test_measure_cuda_events() -> None:
     x = torch.randn(256, 256, device="cuda")
     m = measure(lambda: x @ x, device="cuda", rounds=2, warmup=1, round_s=0.001, max_reps=5)
     assert m.time_s > 0 and m.n_samples >= 2 * 3
+
+
+def test_cold_measurement_flushes_before_every_timed_call() -> None:
+    from ftmodel.measure import measure_cold_interleaved
+    calls: list[str] = []
+    res = measure_cold_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                   flush=lambda: calls.append("flush"), rounds=2, reps=3,
+                                   warmup=1)
+    assert set(res) == {"a", "b"} and all(m.n_samples == 6 for m in res.values())
+    timed = calls[2:]  # after one unflushed warm-up call each
+    assert timed == ["flush", "a"] * 3 + ["flush", "b"] * 3 + ["flush", "a"] * 3 + \
+        ["flush", "b"] * 3
+
+
+def test_last_level_cache_is_found_on_linux() -> None:
+    import sys
+
+    from ftmodel.measure import cache_flusher, last_level_cache_bytes
+    size = last_level_cache_bytes("cpu")
+    if sys.platform.startswith("linux"):
+        assert size >= 256 * 1024  # any x86/Arm server CPU has at least this much
+    cache_flusher("cpu", 1 << 20)()  # a small flusher runs
