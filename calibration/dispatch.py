@@ -1,7 +1,8 @@
 """Host dispatch overhead of PyTorch eager, measured with programs of tiny ops.
 
 Each program is an nn.Module whose forward repeats one pattern ``REPEAT`` times on tensors of a
-few elements, so kernel work is negligible and the time is host cost: Python, ``nn.Module`` calls,
+few elements, so kernel work is negligible and the time is host cost: Python (the model's own function calls
+included: ``python_glue`` wraps each op in model-style helper calls), ``nn.Module`` calls,
 argument parsing, the dispatcher, allocation. The same tracer the predictor uses counts each
 program's host events (module calls, torch calls, views, allocations, kernels by op class); a
 non-negative least-squares fit of measured time against those counts, in relative error, gives
@@ -93,6 +94,25 @@ class _Attn(nn.Module):
         return x + self.proj(y.transpose(1, 2).reshape(b, s, d))
 
 
+_GLUE_CONFIG = {"scale": 0.5, "activation": "relu", "layers": 4}
+
+
+def _config_value(config: dict[str, object], key: str, default: float) -> float:
+    value = config.get(key, default)
+    return float(value) if isinstance(value, (int, float)) else default
+
+
+def _scaled_shape(x: torch.Tensor, factor: float) -> tuple[int, ...]:
+    return tuple(int(d * factor) or 1 for d in x.shape)
+
+
+def _glue_step(x: torch.Tensor) -> torch.Tensor:
+    """Model-style Python glue (a config lookup, a shape helper) around one tiny op."""
+    scale = _config_value(_GLUE_CONFIG, "scale", 1.0)
+    _scaled_shape(x, scale)
+    return x * scale
+
+
 def _mods(factory: Callable[[], nn.Module], n: int = REPEAT) -> list[nn.Module]:
     return [factory() for _ in range(n)]
 
@@ -143,6 +163,7 @@ def host_programs() -> list[HostProgram]:
           (img,)),
         P("attn_blocks", _Repeat(modules=_mods(lambda: _Attn(8, 2), REPEAT // 4), chain=True),
           (seq,)),
+        P("python_glue", _Repeat(_glue_step), (v,)),
     ]
 
 

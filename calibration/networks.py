@@ -6,13 +6,11 @@ pool wakes between parallel regions, so each kernel costs a little more. This st
 networks from generic blocks (conv-BN-activation, depthwise-separable, residual MLP, attention),
 with widths, depths and resolutions drawn from a fixed seed — never the validation models —
 measures them at a few batch sizes, and fits, by non-negative least squares in relative error,
-``measured − Σo ≈ device_scale·Σk + per_byte_s·Σbytes + per_kernel_s·n_kernels`` (host costs
-Σo come from the dispatch stage and are kept as measured; ``host_scale`` is 1). ``per_byte_s``
-prices the traffic of every kernel's inputs and outputs again: in a sweep an op re-reads the same
-hot buffers, inside a model its operands were just written by other ops or stream from memory.
-Forms tried on this CPU (1 thread), by median error of the fit on the synthetic networks
-themselves: Σk 16.6%, Σk+n 16.2%, Σk+Σbytes 14.1%, Σk+n+Σbytes 13.9%, Σk+parameter bytes
-15.8%; the last but one is kept.
+``measured − Σo ≈ device_scale·Σk [+ per_kernel_s·n_kernels] [+ per_byte_s·Σbytes]`` (host
+costs Σo come from the dispatch stage and are kept as measured; ``host_scale`` is 1; Σk already
+prices cold operands through the cache model). Which of the optional terms enter is decided on
+the synthetic networks themselves, by leave-one-network-out error (:func:`fit_in_model`); the
+profile records the form chosen and its cross-validated error.
 """
 
 from __future__ import annotations
@@ -136,12 +134,56 @@ def synthetic_networks(n: int = 12, seed: int = 7) -> list[SyntheticNet]:
     return out
 
 
+# Candidate forms of the in-model correction: which of Σk (device), n (kernels) and Σbytes
+# enter the fit next to the predicted host time. The calibration picks the form with the lowest
+# leave-one-network-out error on the synthetic networks themselves.
+IN_MODEL_FORMS: dict[str, tuple[str, ...]] = {
+    "k": ("device_scale",),
+    "k+n": ("device_scale", "per_kernel_s"),
+    "k+b": ("device_scale", "per_byte_s"),
+    "k+n+b": ("device_scale", "per_kernel_s", "per_byte_s"),
+}
+
+
+def _nnls_rel(cols: np.ndarray, rest: np.ndarray, t: np.ndarray) -> np.ndarray:
+    coef, _ = nnls(cols / t[:, None], rest / t)
+    return coef
+
+
 def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[float],
-                 n_kernels: list[int], measured_s: list[float]) -> dict[str, float]:
-    """device_scale, per_byte_s and per_kernel_s by NNLS in relative error (host_scale = 1)."""
-    a = np.array([device_s, bytes_moved, n_kernels], dtype=float).T
+                 n_kernels: list[int], measured_s: list[float],
+                 groups: list[str] | None = None) -> dict[str, float]:
+    """The in-model coefficients by NNLS in relative error (host_scale = 1).
+
+    ``measured − Σo ≈ Σ coef·column`` over the columns of one of :data:`IN_MODEL_FORMS`. With
+    ``groups`` (the network of each row) every form is scored by leave-one-network-out median
+    error and the best is kept (``cv_median_ape`` says how well; the terms it leaves out are 0);
+    without, the full form is fitted.
+    """
     t = np.asarray(measured_s, dtype=float)
     rest = t - np.asarray(host_s, dtype=float)
-    coef, _ = nnls(a / t[:, None], rest / t)
-    return {"host_scale": 1.0, "device_scale": float(coef[0]), "per_byte_s": float(coef[1]),
-            "per_kernel_s": float(coef[2])}
+    columns = {"device_scale": np.asarray(device_s, dtype=float),
+               "per_kernel_s": np.asarray(n_kernels, dtype=float),
+               "per_byte_s": np.asarray(bytes_moved, dtype=float)}
+    scores: dict[str, float] = {}
+    if groups is not None and len(set(groups)) >= 3:
+        g = np.asarray(groups)
+        for form, names in IN_MODEL_FORMS.items():
+            a = np.stack([columns[c] for c in names], axis=1)
+            errs: list[float] = []
+            for held in np.unique(g):
+                tr = g != held
+                coef = _nnls_rel(a[tr], rest[tr], t[tr])
+                pred = t[~tr] - rest[~tr] + a[~tr] @ coef
+                errs += list(np.abs(pred - t[~tr]) / t[~tr])
+            scores[form] = float(np.median(errs))
+        form = min(scores, key=lambda f: scores[f])
+    else:
+        form = "k+n+b"
+    names = IN_MODEL_FORMS[form]
+    coef = _nnls_rel(np.stack([columns[c] for c in names], axis=1), rest, t)
+    out = {"host_scale": 1.0, "device_scale": 0.0, "per_byte_s": 0.0, "per_kernel_s": 0.0}
+    out.update({c: float(v) for c, v in zip(names, coef)})
+    if scores:  # the chosen form's cross-validated error; the terms it left out stay 0
+        out["cv_median_ape"] = scores[form]
+    return out

@@ -9,7 +9,8 @@
    minus its floor (the floor is host cost, which stage 1 prices). Every sample is timed twice:
    hot (the same operands over and over, as a sweep does) and cold (right after a flush of the
    last-level cache, as weights and skip connections arrive inside a large model); the device
-   half records both and the cache size, for :mod:`ftmodel.estimate.cache`;
+   half records both, and the cache probe (``calibration.cache``) fits when operands turn cold
+   inside a model, for :mod:`ftmodel.estimate.cache`;
 3. the in-model stage (``calibration.networks``) for eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
    programs (``calibration.dispatch.compiled_host_programs``) built and run through that
@@ -40,6 +41,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from calibration.cache import fit_cache_model, probe_cache
 from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_programs,
                                   fit_event_costs, host_programs)
 from calibration.networks import fit_in_model, synthetic_networks
@@ -192,7 +194,7 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
     predictor = Predictor(framework, partial)
     fw = predictor.framework
     nets = synthetic_networks(6 if quick or framework == "inductor" else 18)
-    batches = (1, 8) if quick or framework == "inductor" else (1, 4, 16)
+    batches = (1, 8) if quick or framework == "inductor" else (1, 4, 16, 64)
     fns, rows = {}, []
     for net in nets:
         for b in batches:
@@ -216,7 +218,8 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                        [r[4] for r in rows], [measured[r[0]].time_s for r in rows])
+                        [r[4] for r in rows], [measured[r[0]].time_s for r in rows],
+                        groups=[r[0][0] for r in rows])
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
          "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
@@ -306,7 +309,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     programs = host_programs()
     sweeps = op_samples(quick)
     extra = [f for f in fws if f != "eager"]
-    total = len(programs) + sum(len(v) for v in sweeps.values()) + 1 + 2 * len(extra)
+    total = len(programs) + sum(len(v) for v in sweeps.values()) + 2 + 2 * len(extra)
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -323,9 +326,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     host = HostProfile(name=f"{name}-host", cpu=_cpu_name(), threads=n_threads, frameworks={})
     classes: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
-    cache_bytes = last_level_cache_bytes(device)
-    flush = cache_flusher(device, cache_bytes) if cold else None
-    provenance["cache_bytes"] = cache_bytes
+    llc_bytes = last_level_cache_bytes(device)
+    flush = cache_flusher(device, llc_bytes) if cold else None
+    provenance["last_level_cache_bytes"] = llc_bytes
+    cache: dict[str, float] = {}
 
     def snapshot(complete: bool) -> HardwareProfile:
         provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
@@ -333,8 +337,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                           raw_op_times=raw)
         dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
                             execution="sync" if device == "cpu" else "async",
-                            op_classes=dict(classes), dtypes=("fp32",),
-                            cache_bytes=float(cache_bytes))
+                            op_classes=dict(classes), dtypes=("fp32",), cache=dict(cache))
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
@@ -342,6 +345,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         with torch.no_grad():
             fh = _host_stage(programs, device, rounds, round_s, bar)
             host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+            if flush is not None:
+                provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
+                cache = fit_cache_model(provenance["cache_probe"])
+                bar.step("cache probe", 1)
             for cls in OP_SWEEP_CLASSES:
                 if not sweeps[cls]:
                     continue

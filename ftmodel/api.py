@@ -204,7 +204,7 @@ class Predictor:
         hot, cold = hot_cold if hot_cold is not None else self.hot_cold_times_s(kernels, warnings)
         if not self.device_model.has_cold_data:
             return hot
-        frac = cold_fractions(kernels, self.profile.device.cache_bytes)
+        frac = cold_fractions(kernels, self.device_model.cache)
         return blend_hot_cold(hot, cold, frac)
 
     def timeline(self, program: Program, warnings: list[str],

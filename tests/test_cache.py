@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import ftmodel
-from ftmodel.estimate.cache import cold_bytes, cold_fractions
+from ftmodel.estimate.cache import CacheModel, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.frameworks.base import Kernel
 from ftmodel.frameworks.eager import lower
@@ -23,44 +23,43 @@ def _k(reads: list[tuple[int, int]], writes: list[tuple[int, int]], weights: int
                   reads=tuple(reads), writes=tuple(writes))
 
 
-def test_cold_bytes_lru_arithmetic() -> None:
-    # capacity 10: an operand of 4 touched 3 bytes ago is all cached; 8 ago, 2 of 4 are gone
-    assert cold_bytes(4, 3, 10) == 0
-    assert cold_bytes(4, 8, 10) == 2
-    assert cold_bytes(4, 50, 10) == 4
-    assert cold_bytes(40, 0, 10) == 30  # larger than the cache even when just written
+def test_cold_share_ramps_between_lo_and_hi() -> None:
+    c = CacheModel(lo_bytes=10, hi_bytes=20, stream_share=0.5)
+    assert c.cold_share(5) == 0 and c.cold_share(15) == 0.5 and c.cold_share(40) == 1
+    assert CacheModel.from_params({}) is None
+    assert CacheModel.from_params({"lo_bytes": 1.0, "hi_bytes": 3.0}) == CacheModel(1.0, 3.0)
 
 
 def test_activation_just_written_is_warm_skip_connection_is_cold() -> None:
     # x(0) -> a(1) -> b(2) -> ... chain of 1 MB activations; the last kernel also reads x again
-    cap = 8 * MB
+    cache = CacheModel(6 * MB, 8 * MB, stream_share=0.8)
     ks = [_k([(0, MB)], [(1, MB)])]
     for i in range(1, 12):
         ks.append(_k([(i, MB)], [(i + 1, MB)]))
     ks.append(_k([(12, MB), (0, MB)], [(13, MB)]))  # residual: x was touched ~24 MB ago
-    f = cold_fractions(ks, cap)
+    f = cold_fractions(ks, cache)
     assert all(v == 0 for v in f[1:-1])  # each reads what the previous kernel just wrote
-    assert f[-1] == pytest.approx(0.5)  # x is cold, the fresh input warm: half the bytes
+    assert f[-1] == pytest.approx(0.5 * 0.8)  # x cold, the fresh input warm: half, streamed
 
 
 def test_weights_cold_only_when_the_pass_exceeds_the_cache() -> None:
     # each kernel reads a private 1 MB weight and a small activation: 10 kernels ≈ 10+ MB a pass
     ks = [_k([(100 + i, MB), (i, 1024)], [(i + 1, 1024)], weights=MB) for i in range(10)]
-    assert cold_fractions(ks, 64 * MB).max() == 0  # everything fits: steady state is all hot
-    f = cold_fractions(ks, 4 * MB)
+    assert cold_fractions(ks, CacheModel(32 * MB, 64 * MB)).max() == 0  # all fits: all hot
+    f = cold_fractions(ks, CacheModel(2 * MB, 4 * MB))
     assert f.min() > 0.99  # weights were last touched a whole pass ago, beyond 4 MB
 
 
-def test_no_cache_model_without_capacity() -> None:
+def test_no_cache_model_no_cold_operands() -> None:
     ks = [_k([(0, 100 * MB)], [(1, MB)])]
-    assert cold_fractions(ks, 0).tolist() == [0.0]
-    assert cold_fractions([], 8 * MB).shape == (0,)
+    assert cold_fractions(ks, None).tolist() == [0.0]
+    assert cold_fractions([], CacheModel(MB, 2 * MB)).shape == (0,)
 
 
 def test_kernels_without_operands_fall_back_to_weights_cold() -> None:
     fused = Kernel("gemm", 10, 3 * MB, MB, "", ("Gemm",), bytes_weights=2 * MB)
-    f = cold_fractions([fused] * 8, 8 * MB)  # 32 MB a pass: weights cold, activations warm
-    assert f[0] == pytest.approx(2 / 3)
+    f = cold_fractions([fused] * 8, CacheModel(4 * MB, 8 * MB))  # 32 MB a pass
+    assert f[0] == pytest.approx(2 / 3)  # weights cold, 1 MB of activations warm
 
 
 def test_trace_records_storage_identity() -> None:
@@ -71,6 +70,8 @@ def test_trace_records_storage_identity() -> None:
     assert addmm2.reads[1] == relu.writes[0]  # the second layer reads that same storage
     assert {b for _, b in addmm1.reads} == {16 * 4, 2 * 8 * 4, 16 * 8 * 4}  # bias, x, W
     assert all(not r.reads and not r.writes for r in tr.records if r.is_view)
+    # the weight is read through its transposed view (aten.t) and still counts as a weight
+    assert addmm1.bytes_weights == (16 * 8 + 16) * 4
     kernels = lower(tr).kernels
     assert kernels[1].reads == relu.reads  # eager kernels carry the operands
 
@@ -78,7 +79,8 @@ def test_trace_records_storage_identity() -> None:
 def _device(cold: bool) -> DeviceProfile:
     rows = tuple((0.0, float(n), float(n), n * 1e-10) for n in (1e3, 1e5, 1e7))
     data = OpClassData("samples", rows, cold_s=tuple(3 * r[3] for r in rows) if cold else ())
-    return DeviceProfile("t", "cpu", "sync", {"elementwise": data}, cache_bytes=8 * MB)
+    return DeviceProfile("t", "cpu", "sync", {"elementwise": data},
+                         cache={"lo_bytes": 4.0 * MB, "hi_bytes": 8.0 * MB})
 
 
 def test_device_time_blends_hot_and_cold() -> None:

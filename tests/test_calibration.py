@@ -45,7 +45,7 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     eager = prof.host.frameworks["eager"]  # type: ignore[union-attr]
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept
-    assert set(eager.in_model) == {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"}
+    assert {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"} <= set(eager.in_model)
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
@@ -93,7 +93,7 @@ def test_quick_calibration_fits_onnxruntime_host_costs(quick_profile: Path) -> N
     assert len(programs) >= 10 and all(s["time_s"] > 0 for s in programs)
     conv = next(s for s in programs if s["program"] == "conv_x3")
     assert conv["events"]["kernel:conv"] == 3  # 3 chained Conv2d, one ORT Conv node each
-    assert set(ort.in_model) == {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"}
+    assert {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"} <= set(ort.in_model)
     assert "onnxruntime" in prof.provenance["framework_stage_s"]
 
 

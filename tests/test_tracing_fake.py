@@ -275,3 +275,32 @@ def test_plain_module_without_inputs_asks_for_them() -> None:
 def test_invalid_batch_raises_invalid_argument(batch: int) -> None:
     with pytest.raises(InvalidArgumentError, match=f"got {batch}"):
         trace(nn.Linear(8, 4), torch.randn(1, 8), batch=batch)
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return _plus_one(x) * 2  # one more model-code call
+
+
+def _plus_one(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+class _Glue(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.fc(x)  # a module call: counted as module_call, not as py_call
+        return _double(_double(x))  # 2 calls of _double + 2 of _plus_one
+
+
+def test_python_calls_of_the_model_are_counted() -> None:
+    tr = trace(_Glue(), torch.randn(2, 4))
+    assert tr.n_py_calls == 2 + 2
+    assert tr.n_module_calls == 2  # _Glue and fc
+    # built-in modules run no model code of their own: nothing to count
+    plain = trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
+    assert plain.n_py_calls == 0
+    from ftmodel.frameworks.eager import lower
+    assert lower(tr).host_events["py_call"] == 4

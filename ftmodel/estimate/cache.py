@@ -1,53 +1,81 @@
 """Which operand bytes come from cache and which from memory, per kernel of a Program.
 
 Op sweeps time each op on the same operands over and over, so they run from cache ("hot");
-calibration also times them on rotating copies of their operands, larger together than the
-last-level cache ("cold"). Inside a model the truth lies between, operand by operand: an
-activation written by the previous op is still in cache, while the weights (read once per
-forward pass) and skip connections (written many ops earlier) have been evicted when the model
-touches more bytes than the cache holds. :func:`cold_fractions` gives, per kernel, the share of
-the bytes it reads that is cold; :class:`~ftmodel.estimate.kernels.DeviceModel` turns that into
-``t = t_hot + cold_fraction · (t_cold − t_hot)``.
+calibration also times them right after a cache flush ("cold"). Inside a model the truth lies
+between, operand by operand: an activation written by the previous op is still in cache, while
+the weights (read once per forward pass) and skip connections (written many ops earlier) have
+been evicted once the model touches more bytes than the cache holds. :func:`cold_fractions`
+gives, per kernel, the effective cold share ``f`` of what it reads;
+:class:`~ftmodel.estimate.kernels.DeviceModel` turns it into
+``t = t_hot + f · max(0, t_cold − t_hot)``.
 
 Counting semantics
 ------------------
-* The model is a least-recently-used cache of ``capacity_bytes``. An operand of ``s`` bytes
-  read when ``d`` bytes have been touched since its storage was last touched keeps
-  ``clip(capacity − d, 0, s)`` bytes in cache; the rest, ``clip(s + d − capacity, 0, s)``, is
-  cold.
+* An operand of ``s`` bytes read when ``d`` bytes have been touched since its storage was last
+  touched is cold in the share ``φ(d + s)``: 0 below ``lo_bytes``, 1 above ``hi_bytes``, linear
+  in between (a soft least-recently-used cache: real caches are set-associative, shared and
+  partly inclusive, so eviction sets in gradually).
 * ``d`` counts every operand byte read or written in between, repeats included (an upper bound
   of the distinct bytes LRU would count; repeats between two uses of one tensor are rare in a
   forward pass, and counting them keeps this O(operands)).
 * Steady state: the forward pass is simulated twice and the second pass is reported, so weights
   and model inputs (first touched in the previous call) see the whole pass's traffic as ``d``.
+* ``stream_share`` scales the result: a flushed single call pays the full cold latency, while a
+  model that streams one layer's cold weights after another pays only part of it (hardware
+  prefetch overlaps the stream). A kernel's ``f`` is ``stream_share ·`` its bytes-weighted cold
+  share.
 * Kernels that carry no operand identities (``Kernel.reads`` empty, e.g. fused kernels of a
-  compiled framework) fall back to: weights cold beyond the capacity at a distance of one whole
-  pass, other inputs warm unless larger than the cache.
+  compiled framework) fall back to: weights at a distance of one whole pass, other inputs just
+  written (``d = 0``).
 * Writes are not priced here: fresh outputs cost the same in hot and cold sweeps.
+
+The three parameters are measured by calibration (:mod:`calibration.cache`): a chain of distinct
+layers whose weights together span less to more than the cache, timed against one layer hot and
+flushed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ftmodel.frameworks.base import Kernel
 
-__all__ = ["cold_fractions", "cold_bytes"]
+__all__ = ["CacheModel", "cold_fractions"]
 
 
-def cold_bytes(size: float, distance: float, capacity: float) -> float:
-    """Bytes of an operand of ``size`` that an LRU cache of ``capacity`` no longer holds after
-    ``distance`` bytes were touched since the operand was."""
-    return float(min(max(size + distance - capacity, 0.0), size))
+@dataclass(frozen=True)
+class CacheModel:
+    """A soft LRU cache: cold share 0 below ``lo_bytes``, 1 above ``hi_bytes``, times
+    ``stream_share``."""
+
+    lo_bytes: float
+    hi_bytes: float
+    stream_share: float = 1.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, float]) -> CacheModel | None:
+        """The model a device profile's ``cache`` mapping describes (None when empty)."""
+        if not params or params.get("hi_bytes", 0.0) <= 0:
+            return None
+        lo = float(params.get("lo_bytes", 0.0))
+        return cls(lo, max(float(params["hi_bytes"]), lo + 1.0),
+                   float(params.get("stream_share", 1.0)))
+
+    def cold_share(self, bytes_since: float) -> float:
+        """φ: the share of an operand that is cold when ``bytes_since`` (its own size
+        included) were touched since it was last touched."""
+        return float(min(max((bytes_since - self.lo_bytes) / (self.hi_bytes - self.lo_bytes),
+                             0.0), 1.0))
 
 
-def cold_fractions(kernels: Sequence[Kernel], capacity_bytes: float) -> np.ndarray:
-    """Per kernel, the share of the bytes it reads that come from memory (0 = all cached)."""
+def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None) -> np.ndarray:
+    """Per kernel, the effective cold share of what it reads (0 = all from cache)."""
     n = len(kernels)
     out = np.zeros(n)
-    if n == 0 or capacity_bytes <= 0:
+    if n == 0 or cache is None:
         return out
     pass_bytes = float(sum(sum(b for _, b in k.reads) + sum(b for _, b in k.writes)
                            if k.reads else k.bytes_total for k in kernels))
@@ -57,29 +85,29 @@ def cold_fractions(kernels: Sequence[Kernel], capacity_bytes: float) -> np.ndarr
         for i, k in enumerate(kernels):
             if not k.reads:
                 if sweep:
-                    out[i] = _fallback_fraction(k, pass_bytes, capacity_bytes)
+                    out[i] = _fallback_share(k, pass_bytes, cache)
                 clock += k.bytes_total
                 continue
-            cold = 0.0
+            cold = read = 0.0
             for sid, size in k.reads:
                 seen = last_touch.get(sid)
                 distance = clock - seen if seen is not None else pass_bytes
-                cold += cold_bytes(size, distance, capacity_bytes)
+                cold += size * cache.cold_share(distance + size)
+                read += size
                 clock += size
                 last_touch[sid] = clock
             for sid, size in k.writes:
                 clock += size
                 last_touch[sid] = clock
-            if sweep:
-                read = sum(b for _, b in k.reads)
-                out[i] = cold / read if read > 0 else 0.0
+            if sweep and read > 0:
+                out[i] = cache.stream_share * cold / read
     return out
 
 
-def _fallback_fraction(k: Kernel, pass_bytes: float, capacity: float) -> float:
+def _fallback_share(k: Kernel, pass_bytes: float, cache: CacheModel) -> float:
     if k.bytes_read <= 0:
         return 0.0
     weights = float(min(k.bytes_weights, k.bytes_read))
     acts = float(k.bytes_read) - weights
-    cold = cold_bytes(weights, pass_bytes, capacity) + cold_bytes(acts, 0.0, capacity)
-    return cold / float(k.bytes_read)
+    cold = weights * cache.cold_share(pass_bytes) + acts * cache.cold_share(acts)
+    return cache.stream_share * cold / float(k.bytes_read)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ftmodel.errors import ProfileError
+from ftmodel.estimate.cache import CacheModel
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
@@ -126,6 +127,7 @@ class DeviceModel:
         self.dtype = dtype  # the prediction's dtype: "tf32" makes fp32 kernels use tf32 params
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
         self._cold: dict[str, _SampleCurve] = {}  # the same samples timed with cold operands
+        self.cache = CacheModel.from_params(device.cache)
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split(":")[0].split("@")[0]
@@ -163,8 +165,8 @@ class DeviceModel:
 
     @property
     def has_cold_data(self) -> bool:
-        """Whether any curve has cold-operand samples (the cache model has an effect)."""
-        return bool(self._cold) and self.device.cache_bytes > 0
+        """Whether any curve has cold-operand samples and the device a cache model."""
+        return bool(self._cold) and self.cache is not None
 
     def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:

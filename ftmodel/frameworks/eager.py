@@ -1,7 +1,7 @@
 """PyTorch eager: every non-view aten op is one kernel launch, dispatched from Python.
 
 Host events counted (each priced by the host profile's ``eager`` entry):
-``module_call`` per ``nn.Module.__call__``; ``view`` per aliasing op; ``alloc`` per uninitialised allocation; ``kernel:<class>`` per kernel.
+``module_call`` per ``nn.Module.__call__``; ``py_call`` per Python call of the model's own code; ``view`` per aliasing op; ``alloc`` per uninitialised allocation; ``kernel:<class>`` per kernel.
 Nothing is fused.
 """
 
@@ -23,6 +23,7 @@ def lower(trace: Trace) -> Program:
     )
     events: Counter[str] = kernel_events(kernels)
     events["module_call"] = trace.n_module_calls
+    events["py_call"] = trace.n_py_calls
     events["view"] = sum(1 for r in trace.records if r.op_class == "view")
     events["alloc"] = sum(1 for r in trace.records if r.op_class == "alloc")
     return Program("eager", kernels, dict(events), trace.batch, trace.warnings)

@@ -96,8 +96,9 @@ class DeviceProfile:
     specs: Mapping[str, Any] = field(default_factory=dict)
     # framework -> "<op class>" or "<op class>:<dtype>" -> device kernels per op (default 1)
     launches_per_op: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # effective last-level cache capacity for the cold/hot operand model (0 = no cache model)
-    cache_bytes: float = 0.0
+    # the cold/hot operand model's parameters (ftmodel.estimate.cache.CacheModel: lo_bytes,
+    # hi_bytes, stream_share); empty = no cache model
+    cache: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def _device(d: Any, path: str) -> DeviceProfile:
         specs=dict(_get(d, "specs", dict, path, {})),
         launches_per_op=_launches(_get(d, "launches_per_op", dict, path, {}),
                                   f"{path}.launches_per_op"),
-        cache_bytes=_get(d, "cache_bytes", float, path, 0.0),
+        cache=_seconds_map(_get(d, "cache", dict, path, {}), f"{path}.cache"),
     )
 
 

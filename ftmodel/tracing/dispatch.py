@@ -14,8 +14,11 @@ batch and the Trace carries a warning saying so. See ``records.py`` for counting
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+import sysconfig
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -37,6 +40,14 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in flat if isinstance(t, torch.Tensor)]
 
 
+def _storage_key(t: torch.Tensor) -> int:
+    """Address of the storage behind ``t`` (shared by views of one tensor), else ``id(t)``."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError, AttributeError):  # sparse, nested, ...
+        return id(t)
+
+
 def _nbytes(ts: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in ts)
 
@@ -44,12 +55,17 @@ def _nbytes(ts: list[torch.Tensor]) -> int:
 class Recorder:
     """Collects op records, module paths and call counts during one forward pass."""
 
-    def __init__(self, module_names: dict[int, str], weight_ids: set[int] | None = None) -> None:
+    def __init__(self, module_names: dict[int, str], weight_ids: set[int] | None = None,
+                 weights: Iterable[torch.Tensor] = ()) -> None:
         self.records: list[OpRecord] = []
         self.weight_ids = weight_ids or set()  # ids of the parameter/buffer tensors used
+        # storages of the parameters/buffers: a weight read through a view (linear's w.t()) is
+        # still a weight
+        self.weight_storages = {_storage_key(t) for t in weights}
         self.module_stack: list[str] = []
         self.module_calls: Counter[str] = Counter()
         self.module_names = module_names
+        self.py_calls = 0  # Python function calls of the model's own code (not torch's)
         self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
         self._storages: list[Any] = []  # keeps storages alive so no address is reused
 
@@ -57,15 +73,11 @@ class Recorder:
         """(storage id, bytes) of each tensor; tensors sharing a storage share an id."""
         out = []
         for t in ts:
-            try:
-                st = t.untyped_storage()
-                key = int(st._cdata)
-            except (RuntimeError, NotImplementedError, AttributeError):  # sparse, nested, ...
-                st, key = t, id(t)
+            key = _storage_key(t)
             sid = self._storage_ids.get(key)
             if sid is None:
                 sid = self._storage_ids[key] = len(self._storage_ids)
-                self._storages.append(st)
+                self._storages.append(t)  # keeps the storage (and its address) alive
             out.append((sid, t.numel() * t.element_size()))
         return tuple(out)
 
@@ -97,7 +109,8 @@ class Recorder:
         is_view = op_class in ("view", "alloc")
         bytes_read = 0 if is_view else _nbytes(ins)
         bytes_written = 0 if is_view else _nbytes(outs)
-        bytes_weights = 0 if is_view else _nbytes([t for t in ins if id(t) in self.weight_ids])
+        bytes_weights = 0 if is_view else _nbytes([t for t in ins if id(t) in self.weight_ids
+                                                   or _storage_key(t) in self.weight_storages])
         macs = macs_of(func, args, out) if op_class in MAC_CLASSES else 0
         if macs:
             flops = 2 * macs
@@ -179,9 +192,57 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
             m.training = flag
 
 
+# Python frames of these files are framework code (priced per module call and per op), not the
+# model's own glue; "/torch/" leaves torchvision, transformers and user code counted.
+_FRAMEWORK_FILES = (f"{os.sep}torch{os.sep}", f"{os.sep}ftmodel{os.sep}", "<frozen ")
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_FRAMEWORK, _LIBRARY, _MODEL = 0, 1, 2
+
+
+def _code_kind(filename: str) -> int:
+    """framework (torch, ftmodel), library (the standard library, generated code) or model."""
+    if any(p in filename for p in _FRAMEWORK_FILES):
+        return _FRAMEWORK
+    if filename.startswith("<") or (filename.startswith(_STDLIB)
+                                    and "-packages" not in filename):
+        return _LIBRARY
+    return _MODEL
+
+
+@contextlib.contextmanager
+def _count_python_calls(rec: Recorder) -> Iterator[None]:
+    """Count Python function calls made by the model's own code (rec.py_calls).
+
+    A call counts when its caller is model code (not torch, ftmodel or the standard library)
+    and its callee is not framework code: the model's helpers and the library functions it calls
+    directly. A ``forward`` entered through ``nn.Module.__call__`` (a torch frame) is a module
+    call, not counted here; library code that torch's own internals run is not counted either.
+    """
+    kinds: dict[str, int] = {}
+
+    def kind(code: Any) -> int:
+        k = kinds.get(code.co_filename)
+        if k is None:
+            k = kinds[code.co_filename] = _code_kind(code.co_filename)
+        return k
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and kind(frame.f_code) != _FRAMEWORK:
+            caller = frame.f_back
+            if caller is not None and kind(caller.f_code) == _MODEL:
+                rec.py_calls += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+
+
 def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
          state: dict[str, torch.Tensor] | None) -> None:
-    with rec.module_hooks(), _DispatchRecorder(rec):
+    with rec.module_hooks(), _DispatchRecorder(rec), _count_python_calls(rec):
         if state is None:
             model(*inputs.args, **inputs.kwargs)
         else:
@@ -215,7 +276,7 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
             device = _target_device(_as_inputs(real_like), model)
             resolved = meta_view.map(lambda t: fake_of(t, device))
         state = {n: fake_of(t, device) for n, t in _named_state(model)}
-        rec = Recorder(_module_names(model), {id(t) for t in state.values()})
+        rec = Recorder(_module_names(model), {id(t) for t in state.values()}, state.values())
         _run(model, resolved, rec, state)
     return rec, batch_of(resolved)
 
@@ -247,7 +308,8 @@ def _trace_real(model: nn.Module, inputs: InputSpec, batch: int | None) -> tuple
             "tensors, so it cannot be run for real either; build it on a real device."
         )
     resolved = resolve_inputs(model, inputs, batch)
-    rec = Recorder(_module_names(model), {id(t) for _, t in _named_state(model)})
+    named = _named_state(model)
+    rec = Recorder(_module_names(model), {id(t) for _, t in named}, [t for _, t in named])
     _run(model, resolved, rec, None)
     return rec, batch_of(resolved)
 
@@ -277,6 +339,7 @@ def trace(model: nn.Module, inputs: InputSpec = None, batch: int | None = None,
         records=tuple(rec.records),
         n_module_calls=sum(rec.module_calls.values()),
         module_calls=dict(rec.module_calls),
+        n_py_calls=rec.py_calls,
         batch=used_batch,
         fake=fake,
         warnings=tuple(warnings),

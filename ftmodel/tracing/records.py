@@ -26,9 +26,10 @@ Counting semantics
   allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, the
   convolution backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...: their speeds differ several-fold), or "".
-* Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries), which carry the
-  eager framework's Python-side tax with the aten dispatches. Plain Python code inside
-  ``forward`` is not counted on its own; calibration prices it per module call.
+* Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries) and
+  ``n_py_calls`` (Python function calls made by the model's own code — its ``forward`` methods
+  and helpers, e.g. Hugging Face's mask and config glue — but not by torch or ftmodel), which
+  carry the eager framework's Python-side tax with the aten dispatches. Calibration prices both.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class Trace:
     fake: bool = True  # False when the fallback ran the model for real
     warnings: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    n_py_calls: int = 0  # Python calls of the model's own code (see "Counting semantics")
 
     # ---- totals -----------------------------------------------------------------------------
     @property

@@ -1,0 +1,69 @@
+"""The calibration's model fits on synthetic data with known answers: the in-model form chosen by
+cross-validation, and the cache model from a probe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibration.cache import LAYER_BYTES, fit_cache_model
+from calibration.networks import fit_in_model
+
+MIB = 1 << 20
+
+
+def _networks(seed: int = 0) -> tuple[list[float], list[float], list[float], list[int],
+                                      list[str]]:
+    rng = np.random.default_rng(seed)
+    host, dev, nbytes, kernels, groups = [], [], [], [], []
+    for net in range(8):
+        n = int(rng.integers(10, 200))
+        for b in (1, 4, 16):
+            host.append(n * 2e-6)
+            dev.append(float(rng.uniform(1e-4, 1e-2)) * b)
+            nbytes.append(float(rng.uniform(1e5, 1e8)) * b)
+            kernels.append(n)
+            groups.append(f"net{net}")
+    return host, dev, nbytes, kernels, groups
+
+
+def test_in_model_fit_recovers_the_true_form_and_coefficients() -> None:
+    host, dev, nbytes, kernels, groups = _networks()
+    # truth: device time 20% slower in a model, plus 3 µs per kernel; no per-byte term
+    measured = [h + 1.2 * d + 3e-6 * n for h, d, n in zip(host, dev, kernels)]
+    fit = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups)
+    assert fit["device_scale"] == pytest.approx(1.2, rel=1e-3)
+    assert fit["per_kernel_s"] == pytest.approx(3e-6, rel=1e-2)
+    assert fit["per_byte_s"] == pytest.approx(0.0, abs=1e-15)
+    assert fit["cv_median_ape"] < 1e-3
+    assert fit["host_scale"] == 1.0
+
+
+def test_in_model_fit_without_groups_fits_every_term() -> None:
+    host, dev, nbytes, kernels, _ = _networks(1)
+    measured = [h + d + 1e-11 * b for h, d, b in zip(host, dev, nbytes)]
+    fit = fit_in_model(host, dev, nbytes, kernels, measured)
+    assert "cv_median_ape" not in fit
+    assert fit["per_byte_s"] == pytest.approx(1e-11, rel=1e-2)
+
+
+def _probe(lo_mib: float, hi_mib: float, share: float) -> dict[str, object]:
+    grid = [1, 2, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64]
+    hot, cold = 20e-6, 120e-6
+    per_layer = [hot + share * float(np.clip((n - lo_mib) / (hi_mib - lo_mib), 0, 1))
+                 * (cold - hot) for n in grid]
+    return {"layer_bytes": LAYER_BYTES, "grid_layers": grid, "per_layer_s": per_layer,
+            "hot_s": hot, "cold_s": cold}
+
+
+def test_cache_fit_recovers_ramp_and_stream_share() -> None:
+    fit = fit_cache_model(_probe(12, 32, 0.6))
+    assert fit["lo_bytes"] == 12 * MIB
+    assert fit["hi_bytes"] == 32 * MIB
+    assert fit["stream_share"] == pytest.approx(0.6, rel=1e-6)
+
+
+def test_cache_fit_finds_nothing_when_flushing_changes_nothing() -> None:
+    probe = _probe(12, 32, 0.6)
+    probe["cold_s"] = probe["hot_s"]
+    assert fit_cache_model(probe) == {}
