@@ -1,0 +1,365 @@
+"""A latency oracle for hardware-aware NAS: many candidates, cached by structure.
+
+``CostOracle(framework, gpu)`` answers the same question as :func:`ftmodel.predict_latency`
+and gives the same :class:`~ftmodel.api.Prediction` (``tests/test_oracle.py``), but caches
+what candidates of one search space share, so a search asking about thousands of them pays
+for each distinct block once::
+
+    oracle = CostOracle("eager", "a100")
+    p = oracle.latency(model, 8, inputs)                      # a Prediction
+    res = oracle.latencies({cfg: model for ...}, [1, 8], inputs)   # many candidates x batches
+    res.latency_s                                             # (n_candidates, n_batches)
+
+What is cached
+--------------
+* **Traces, per block** (:class:`~ftmodel.structure.TraceCache`): a model whose forward is
+  ``nn.Sequential``'s is traced block by block (its non-Sequential children, Sequentials
+  opened recursively), each block once per structure key and input shape/stride/dtype/device
+  (see :mod:`ftmodel.structure`), and the model's Trace is assembled from the pieces; it equals
+  the Trace of the whole model. Other models are traced whole.
+* **Programs, per candidate** (an LRU of ``max_programs``): the lowered Program per (structure
+  of the whole model, input shapes, batch). Frameworks that lower from the trace (eager,
+  cudagraphs) lower the assembled trace again for each new candidate (cheap). Frameworks that
+  count from their own artifact (onnxruntime, torchscript, inductor) build it once per distinct
+  candidate: their optimisers fuse and change layouts across block boundaries (ONNX Runtime's
+  NCHWc transformer keeps the whole convolution trunk in a blocked layout and reorders only at
+  its ends; Conv+Add+activation fusion crosses the residual), so block-level artifacts would
+  count launches the whole-model artifact does not have. A candidate built on the meta device
+  is given real weights (its initialisers, on a copy) for those frameworks.
+* **Device times, per kernel**: :meth:`Predictor.hot_cold_times_s` is a pure function of each
+  kernel (module path and operand ids aside) and is memoised; what depends on the whole
+  sequence (cache residency, the timeline, the in-model terms) is recomputed for every
+  candidate by the Predictor itself, so predictions follow any change to it.
+
+What invalidates the cache
+--------------------------
+Nothing is detected automatically beyond the structure key; call :meth:`CostOracle.clear`
+after: changing a module class's code in place (a redefined class is a new key), changing
+global state a forward reads (``torch.backends`` flags, thread counts that change convolution
+backend selection, module-level globals), or editing a profile object in place. A block whose
+forward depends on parameter *values* cannot be traced on fake tensors; it is traced for real
+each time and never cached. Modules with forward hooks, a per-instance ``forward`` or
+attributes that are not plain data are traced every time (``cache_info().uncacheable`` says
+which). The oracle is not thread-safe.
+
+``crossover=False`` (the default) skips the crossover batch (``crossover_batch`` is None): it
+needs programs at batch 2 and 3 and a root search, several times the cost of a prediction.
+With ``crossover=True`` every field equals ``predict_latency``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import warnings
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ftmodel.api import DTYPES, Prediction, Predictor
+from ftmodel.errors import InvalidArgumentError
+from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.structure import Plan, TraceCache, input_meta, plan_of
+from ftmodel.tracing.inputs import InputSpec, check_batch
+from ftmodel.tracing.records import Trace
+
+__all__ = ["CacheInfo", "CostOracle", "Failure", "OracleResult"]
+
+_KERNEL_WORK = attrgetter(*(f.name for f in fields(Kernel)
+                            if f.name not in ("module_path", "reads", "writes")))
+_HAS_OPERANDS = {"reads", "writes"} <= {f.name for f in fields(Kernel)}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A candidate the oracle skipped: its configuration (the mapping key, or its position in
+    a list) and the error."""
+
+    candidate: Any
+    error: str
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """Predictions for the candidates that succeeded, in input order, one per batch."""
+
+    candidates: tuple[Any, ...]
+    batches: tuple[int, ...]
+    predictions: tuple[tuple[Prediction, ...], ...]  # [candidate][batch]
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        """``(n_candidates, n_batches)`` predicted latencies in seconds."""
+        return np.array([[p.latency_s for p in row] for row in self.predictions],
+                        dtype=np.float64).reshape(len(self.predictions), len(self.batches))
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __getitem__(self, candidate: Any) -> tuple[Prediction, ...]:
+        return self.predictions[self.candidates.index(candidate)]
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """Sizes and hit counts of the oracle's caches."""
+
+    block_traces: int
+    block_hits: int
+    block_misses: int
+    programs: int
+    program_hits: int
+    program_misses: int
+    kernels: int  # kernels with memoised device times
+    uncacheable: tuple[str, ...]  # why some modules were traced every time (distinct reasons)
+
+
+class CostOracle:
+    """Latency predictions for many candidates of one framework, device and dtype (cached).
+
+    ``framework``, ``gpu``, ``host`` and ``dtype`` are those of :func:`ftmodel.predict_latency`.
+    ``trace_cache`` may be shared between oracles of different frameworks or profiles (block
+    traces depend on neither). ``max_programs`` bounds the per-candidate program cache; by
+    default 4096 for frameworks that build an artifact (a miss costs an export) and 64 for
+    those that lower the trace (a miss costs about a millisecond, less than what keeping every
+    program alive costs Python's garbage collector).
+    """
+
+    def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
+                 dtype: str = "fp32", crossover: bool = False,
+                 trace_cache: TraceCache | None = None, max_programs: int | None = None
+                 ) -> None:
+        self.predictor = Predictor(framework, gpu, host=host, dtype=dtype)
+        self.crossover = bool(crossover)
+        self.traces = trace_cache if trace_cache is not None else TraceCache()
+        if max_programs is None:
+            max_programs = 4096 if self.predictor.framework.lower_model is not None else 64
+        if max_programs < 0:
+            raise InvalidArgumentError(f"max_programs must be >= 0, got {max_programs!r}")
+        self.max_programs = int(max_programs)
+        self._programs: OrderedDict[Hashable, Program] = OrderedDict()
+        self._program_hits = self._program_misses = 0
+        self._device: dict[Hashable, tuple[float, float, tuple[str, ...]]] = {}
+        self._uncacheable: dict[str, None] = {}
+
+    @property
+    def framework(self) -> str:
+        return self.predictor.framework.name
+
+    # -- public API ------------------------------------------------------------------------
+    def latency(self, model: nn.Module, batch: int | Sequence[int] = 1,
+                inputs: InputSpec = None) -> Any:
+        """The Prediction for ``model`` at ``batch`` (a list for a list of batches); errors
+        are raised, as by ``predict_latency``."""
+        if not isinstance(model, nn.Module):
+            raise InvalidArgumentError(
+                f"model must be a torch.nn.Module, got {type(model).__name__}")
+        with _gc_paused():
+            if isinstance(batch, (list, tuple, range)):
+                return self._predict(model, [check_batch(b) for b in batch], inputs)
+            return self._predict(model, [check_batch(batch)], inputs)[0]
+
+    def latencies(self, models: Mapping[Any, nn.Module] | Iterable[nn.Module],
+                  batches: int | Sequence[int] = 1, inputs: InputSpec = None) -> OracleResult:
+        """Predictions for every candidate at every batch.
+
+        ``models`` is a mapping from a candidate's configuration (any hashable description) to
+        its module, or an iterable of modules (their positions name them). A candidate that
+        fails (cannot be traced, unsupported by the framework, ...) is skipped and reported in
+        ``failures`` and as a warning, naming its configuration; the others are predicted.
+        """
+        bs = [check_batch(b) for b in (batches if isinstance(batches, (list, tuple, range))
+                                       else [batches])]
+        items: Iterable[tuple[Any, Any]]
+        if isinstance(models, Mapping):
+            items = models.items()
+        elif isinstance(models, Sequence):
+            items = enumerate(models)
+        else:  # an iterator may build candidates lazily: collect garbage meanwhile
+            items = _paused(enumerate(models), gc.isenabled())
+        names: list[Any] = []
+        rows: list[tuple[Prediction, ...]] = []
+        failed: list[Failure] = []
+        with _gc_paused():
+            self._predict_all(items, bs, inputs, names, rows, failed)
+        return OracleResult(tuple(names), tuple(bs), tuple(rows), tuple(failed))
+
+    def _predict_all(self, items: Iterable[tuple[Any, Any]], bs: list[int], inputs: InputSpec,
+                     names: list[Any], rows: list[tuple[Prediction, ...]],
+                     failed: list[Failure]) -> None:
+        for name, model in items:
+            try:
+                if not isinstance(model, nn.Module):
+                    raise InvalidArgumentError(
+                        f"expected a torch.nn.Module, got {type(model).__name__}")
+                rows.append(tuple(self._predict(model, bs, inputs)))
+                names.append(name)
+            except Exception as err:  # noqa: BLE001 - one bad candidate never ends a search
+                text = f"{type(err).__name__}: {str(err).strip()[:500]}"
+                failed.append(Failure(name, text))
+                warnings.warn(f"ftmodel oracle: candidate {name!r} skipped ({text})",
+                              RuntimeWarning, stacklevel=3)
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(len(self.traces), self.traces.hits, self.traces.misses,
+                         len(self._programs), self._program_hits, self._program_misses,
+                         len(self._device), tuple(self._uncacheable))
+
+    def clear(self) -> None:
+        """Forget every cached trace, program and device time."""
+        self.traces.clear()
+        self._programs.clear()
+        self._device.clear()
+        self._uncacheable.clear()
+        self._program_hits = self._program_misses = 0
+
+    # -- internals ---------------------------------------------------------------------------
+    def _predict(self, model: nn.Module, batches: list[int], inputs: InputSpec
+                 ) -> list[Prediction]:
+        plan = plan_of(model, self.traces.intern)
+        if plan.why:
+            self._uncacheable[plan.why] = None
+        pred = self.predictor
+        xover: float | None = None
+        warn_x: list[str] = []
+        if self.crossover:
+            xover = pred.crossover(self._program(model, plan, inputs, 2),
+                                   self._program(model, plan, inputs, 3), warn_x)
+        out = []
+        for b in batches:
+            program = self._program(model, plan, inputs, b)
+            out.append(pred.prediction(program, b, xover, warn_x, self._device_s(program)))
+        return out
+
+    def _program(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int
+                 ) -> Program:
+        dtype = DTYPES[self.predictor.dtype]
+        resolved, metas = input_meta(model, inputs, batch, dtype, plan.device)
+        key = None if plan.key is None else (plan.key, metas, batch)
+        if key is not None:
+            hit = self._programs.get(key)
+            if hit is not None:
+                self._programs.move_to_end(key)
+                self._program_hits += 1
+                return hit
+        self._program_misses += 1
+        tr: Trace | None = None
+        if plan.chain and len(resolved.args) == 1 and not resolved.kwargs and metas:
+            tr = self.traces.assemble(model, plan, metas[0], dtype)
+        if tr is None:
+            tr = self.predictor.trace(model, inputs, batch)
+        if self.predictor.framework.lower_model is not None:
+            model, inputs = _materialized(model), _real_inputs(inputs)
+        program = self.predictor.lower(model, inputs, batch, tr)
+        if key is not None:
+            self._programs[key] = program
+            while len(self._programs) > self.max_programs:
+                self._programs.popitem(last=False)
+        return program
+
+    def _device_s(self, program: Program) -> np.ndarray | None:
+        """Device seconds of the program's kernels from memoised per-kernel (hot, cold) times;
+        None when a kernel's pricing warns (the Predictor then prices it, warnings and all)."""
+        kernels = program.kernels
+        memo = self._device
+        keys = [_kernel_key(k) for k in kernels]
+        missing = [i for i, k in enumerate(keys) if k not in memo]
+        if missing:
+            new = [kernels[i] for i in dict.fromkeys(missing)]
+            warns: list[str] = []
+            hot, cold = self.predictor.hot_cold_times_s(new, warns)
+            for j, k in enumerate(new):
+                w: tuple[str, ...] = ()
+                if warns:  # attribute the warnings to the kernels that raise them
+                    one: list[str] = []
+                    self.predictor.hot_cold_times_s([k], one)
+                    w = tuple(one)
+                memo[_kernel_key(k)] = (float(hot[j]), float(cold[j]), w)
+        rows = [memo[k] for k in keys]
+        if any(r[2] for r in rows):
+            return None
+        hot_cold = (np.array([r[0] for r in rows], dtype=np.float64),
+                    np.array([r[1] for r in rows], dtype=np.float64))
+        return self.predictor.device_times_s(kernels, [], hot_cold=hot_cold)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (reference counting still frees memory): the
+    oracle allocates many short-lived tuples, and full collections over a large heap (torch,
+    the caches, the user's candidates) would otherwise cost more than the predictions."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _paused(items: Iterable[Any], was: bool) -> Iterator[Any]:
+    """``items`` with the collector back in its previous state (``was`` enabled) while the next
+    one is made (a generator may build candidates lazily), paused while the caller uses it."""
+    it = iter(items)
+    while True:
+        if was:
+            gc.enable()
+        try:
+            item = next(it, _END)
+        finally:
+            gc.disable()
+        if item is _END:
+            return
+        yield item
+
+
+_END = object()
+
+
+def _kernel_key(k: Kernel) -> Hashable:
+    if _HAS_OPERANDS:
+        return (_KERNEL_WORK(k), tuple(n for _, n in k.reads), tuple(n for _, n in k.writes))
+    return _KERNEL_WORK(k)
+
+
+def _materialized(model: nn.Module) -> nn.Module:
+    """``model`` itself, or a copy with real, initialised weights if any are on meta."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    if not any(t.device.type == "meta" for t in tensors):
+        return model
+    real = copy.deepcopy(model).to_empty(device="cpu")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(0)
+        for t in list(real.parameters()) + list(real.buffers()):
+            if t.is_floating_point():
+                t.normal_(0.0, 0.02)
+            else:
+                t.zero_()
+        for m in real.modules():
+            reset = getattr(m, "reset_parameters", None)
+            if callable(reset):
+                reset()
+    return real.eval()
+
+
+def _real_inputs(inputs: InputSpec) -> InputSpec:
+    """``inputs`` with meta tensors replaced by zeros (frameworks that run the model)."""
+    def conv(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.device.type == "meta":
+            return torch.zeros(v.shape, dtype=v.dtype)
+        if isinstance(v, (tuple, list)):
+            return type(v)(conv(x) for x in v)
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    if inputs is None or callable(inputs) and not isinstance(inputs, torch.Tensor):
+        return inputs
+    return conv(inputs)  # type: ignore[no-any-return]
