@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(VALIDATION_SET))
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--out-dir", default=str(RESULTS))
     args = ap.parse_args(argv)

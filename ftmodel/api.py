@@ -168,7 +168,8 @@ class Predictor:
                 f"(supports: {', '.join(self.profile.device.dtypes)})")
         self.fw_host, self.host_name = _framework_host(self.profile, host, self.framework,
                                                        self.warnings)
-        self.device_model = DeviceModel(self.profile.device, self.dtype)
+        self.device_model = DeviceModel(self.profile.device, self.dtype,
+                                        self.framework.host_events_from or self.framework.name)
 
     def trace(self, model: nn.Module, inputs: InputSpec, batch: int) -> Trace:
         return trace(model, inputs, batch, dtype=DTYPES[self.dtype])

@@ -56,13 +56,17 @@ class CacheModel:
     stream_share: float = 1.0
 
     @classmethod
-    def from_params(cls, params: Mapping[str, float]) -> CacheModel | None:
-        """The model a device profile's ``cache`` mapping describes (None when empty)."""
-        if not params or params.get("hi_bytes", 0.0) <= 0:
+    def from_params(cls, params: Mapping[str, float], framework: str = "") -> CacheModel | None:
+        """The model a device profile's ``cache`` mapping describes (None when empty); the
+        ``<framework>/lo_bytes``... entries, when present, override the shared ones (a
+        framework's own allocator and runtime leave more or less of the cache to the model)."""
+        def get(key: str, default: float) -> float:
+            return float(params.get(f"{framework}/{key}", params.get(key, default)))
+        hi = get("hi_bytes", 0.0)
+        if hi <= 0:
             return None
-        lo = float(params.get("lo_bytes", 0.0))
-        return cls(lo, max(float(params["hi_bytes"]), lo + 1.0),
-                   float(params.get("stream_share", 1.0)))
+        lo = get("lo_bytes", 0.0)
+        return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0))
 
     def cold_share(self, bytes_since: float) -> float:
         """φ: the share of an operand that is cold when ``bytes_since`` (its own size

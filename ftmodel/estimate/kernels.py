@@ -9,7 +9,10 @@ Two kinds of op-class data:
   for matrix-like classes, log bytes read/written otherwise). Beyond the sampled range the
   throughput of the nearest samples is kept, so time grows linearly with work.
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
-  saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor. Every parameter may
+  saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor. With
+  ``wave_slots`` (SMs) and ``tile_outputs`` a MAC kernel's compute time is also multiplied by its
+  wave quantisation (:func:`wave_factor`): a kernel too small to give every SM a tile of output
+  runs at the speed of the SMs it occupies. Every parameter may
   be specialised per math dtype with a ``:<dtype>`` suffix (``peak_macs_per_s:fp16`` for tensor
   cores); a kernel uses ``<name>:<dtype>`` if present, else ``<name>``. The math dtype is the
   kernel's own (``float16`` -> ``fp16``), except that fp32 kernels use ``tf32`` when the
@@ -20,6 +23,11 @@ operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
 :mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; classes
 without cold data, and roofline classes (whose bandwidth term already streams every byte), use
 ``t_hot``.
+
+Frameworks whose kernels differ from eager's on the same device (ONNX Runtime's MLAS kernels and
+arena allocator, TorchScript's prepacked convolutions, inductor's generated loops) have their own
+curves, keyed ``<framework>/<class>...``; a DeviceModel built for that framework prefers them,
+level by level, and falls back to the shared curves.
 
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
@@ -41,7 +49,7 @@ from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold"]
+__all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold", "wave_factor"]
 
 FALLBACK_CLASS = {
     "gemm": "bmm", "bmm": "gemm", "attention": "bmm", "conv": "gemm", "conv_grouped": "conv",
@@ -90,6 +98,17 @@ class _SampleCurve:
         return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
 
 
+def op_name(member: str) -> str:
+    """A kernel member's operator, the same across frameworks: ``aten.tanh_.default``,
+    ``aten::tanh`` and ``Tanh`` give ``tanh``; ``com.microsoft::QuickGelu`` gives
+    ``quickgelu``."""
+    name = member.split("::")[-1]
+    parts = name.split(".")
+    if len(parts) >= 2 and parts[0] == "aten":
+        name = parts[1]
+    return name.rstrip("_").lower()
+
+
 def blend_hot_cold(hot_s: np.ndarray, cold_s: np.ndarray, cold_fraction: np.ndarray
                    ) -> np.ndarray:
     """``t_hot + f · max(0, t_cold − t_hot)`` per kernel (``f`` = share of cold operand bytes)."""
@@ -97,6 +116,20 @@ def blend_hot_cold(hot_s: np.ndarray, cold_s: np.ndarray, cold_fraction: np.ndar
 
 
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+
+
+_ELEM_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0, "tf32": 4.0, "fp64": 8.0}
+
+
+def wave_factor(macs: np.ndarray, bytes_written: np.ndarray, elem_bytes: float, slots: float,
+                tile_outputs: float) -> np.ndarray:
+    """Time over ideal time (≥ 1) of MAC kernels that cannot fill the GPU: the output
+    (``bytes_written / elem_bytes`` elements) is cut into tiles of ``tile_outputs`` elements, one
+    per SM at a time (``slots`` SMs); with ``u = tiles / slots`` the kernel takes
+    ``(1 + u³)^(1/3)`` waves — one while SMs idle, ``u`` when there are many (a smooth
+    ``max(1, u)``) — so the factor is ``waves / u``."""
+    u = np.maximum(bytes_written / elem_bytes, 1.0) / (tile_outputs * slots)
+    return np.where(macs > 0, (1.0 + u ** 3) ** (1.0 / 3.0) / u, 1.0)
 
 
 @dataclass
@@ -114,7 +147,11 @@ class _Roofline:
         t = t_mem
         peak = self._p("peak_macs_per_s", dtype)
         if peak > 0:
-            t_mac = macs / peak * (1.0 + self._p("half_macs", dtype) / (macs + _EPS))
+            q = 1.0
+            slots, tile = self._p("wave_slots", dtype), self._p("tile_outputs", dtype)
+            if slots > 0 and tile > 0:
+                q = wave_factor(macs, bw, _ELEM_BYTES.get(dtype, 4.0), slots, tile)
+            t_mac = (macs * q + self._p("half_macs", dtype) * macs / (macs + _EPS)) / peak
             t = np.maximum(t_mac, t_mem)
         return np.maximum(t, self._p("floor_s", dtype))
 
@@ -122,15 +159,16 @@ class _Roofline:
 class DeviceModel:
     """Predicts device time per kernel for one DeviceProfile (curves built once)."""
 
-    def __init__(self, device: DeviceProfile, dtype: str = "fp32") -> None:
+    def __init__(self, device: DeviceProfile, dtype: str = "fp32", framework: str = "") -> None:
         self.device = device
         self.dtype = dtype  # the prediction's dtype: "tf32" makes fp32 kernels use tf32 params
+        self.framework = framework  # prefers "<framework>/<class>" curves where the profile has
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
         self._cold: dict[str, _SampleCurve] = {}  # the same samples timed with cold operands
-        self.cache = CacheModel.from_params(device.cache)
+        self.cache = CacheModel.from_params(device.cache, framework)
         for name, data in device.op_classes.items():
             if data.model == "samples":
-                base = name.split(":")[0].split("@")[0]
+                base = name.split("/")[-1].split(":")[0].split("@")[0]
                 self._curves[name] = _SampleCurve.fit(base, data)
                 if data.cold_s:
                     self._cold[name] = _SampleCurve.fit(base, data, cold=True)
@@ -138,13 +176,17 @@ class DeviceModel:
                 self._curves[name] = _Roofline(dict(data.params))
 
     def _key(self, op_class: str, variant: str, op: str) -> str:
-        if variant.startswith("math"):
-            base = op.split(".")[-2] if op.count(".") >= 2 else op
-            if f"{op_class}@{base.rstrip('_')}" in self._curves:
-                return f"{op_class}@{base.rstrip('_')}"
-        for v in (variant, "math" if variant == "math_inplace" else ""):  # then the class
-            if v and f"{op_class}:{v}" in self._curves:
-                return f"{op_class}:{v}"
+        """The most specific curve: ``@op``, then ``:variant``, then the class; at each level
+        the framework's own curve (``<framework>/...``) before the shared one."""
+        prefixes = (f"{self.framework}/", "") if self.framework else ("",)
+        name = op_name(op) if op else ""
+        levels = [f"{op_class}@{name}"] if name else []
+        levels += [f"{op_class}:{v}" for v in (variant, "math" if variant == "math_inplace"
+                                                else "") if v]
+        for key in levels + [op_class]:
+            for p in prefixes:
+                if p + key in self._curves:
+                    return p + key
         return op_class
 
     def _curve_name(self, op_class: str, warnings: list[str]) -> str:
