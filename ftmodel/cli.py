@@ -5,6 +5,8 @@
     ftmodel validate resnet18@112 --profile my-cpu.json
     ftmodel profiles
     ftmodel demo
+    ftmodel report resnet50 --gpu a100 --frameworks eager,onnxruntime,cudagraphs
+    ftmodel explain bert-base --gpu a100 --framework eager --batch 1
 """
 
 from __future__ import annotations
@@ -123,6 +125,60 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(recalibrate=args.recalibrate)
 
 
+def _report_name(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text).strip("-")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ftmodel.report import framework_curves, plot_report, report_markdown
+    fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    model, make_inputs = _load_model(args.model)
+    curves = framework_curves(model, fws, args.gpu, _batches(args.batch), inputs=make_inputs,
+                              dtype=args.dtype, host=args.host)
+    out = Path(args.out or f"report-{_report_name(args.model)}-{_report_name(str(args.gpu))}")
+    device = next((c.predictions[0].device for c in curves if c.predictions), str(args.gpu))
+    title = args.title or f"{args.model} on {device} ({args.dtype}): predicted latency per framework"
+    png = plot_report(curves, out.with_suffix(".png"), title)
+    command = (f"ftmodel report {args.model} --gpu {args.gpu} --frameworks {args.frameworks} "
+               f"--batch {args.batch}" + ("" if args.dtype == "fp32" else f" --dtype {args.dtype}")
+               + ("" if args.host is None else f" --host {args.host}"))
+    md = report_markdown(curves, title, image=png.name, command=command)
+    out.with_suffix(".md").write_text(md)
+    rows = []
+    for c in curves:
+        for p in c.predictions:
+            rows.append((c.framework, p.batch, f"{p.latency_ms:.3f}", f"{p.overhead_s * 1e3:.3f}",
+                         f"{p.compute_s * 1e3:.3f}", p.regime, f"{p.framework_tax:.0%}",
+                         _fmt_x(p.crossover_batch)))
+        if not c.predictions:
+            print(f"skipped {c.framework}: {c.skipped}", file=sys.stderr)
+    _table(title, ["framework", "batch", "latency ms", "host ms", "device ms", "regime", "tax",
+                   "crossover"], rows)
+    print(f"wrote {png} and {out.with_suffix('.md')}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from ftmodel.api import predict_latency
+    from ftmodel.report import EXPLAIN_COLUMNS, explain_rows
+    model, make_inputs = _load_model(args.model)
+    p = predict_latency(model, args.framework, args.gpu, _batches(args.batch)[:1] or [1],
+                        inputs=make_inputs, dtype=args.dtype, host=args.host)[0]
+    rows, total = explain_rows(p, top=args.top, depth=args.depth)
+    rows.append((total.module_path, f"{total.time_s * 1e3:.3f}", "100%",
+                 f"{total.host_s * 1e3:.3f}", f"{total.device_s * 1e3:.3f}",
+                 str(total.n_launches), f"{total.macs / 1e6:.1f}", f"{total.host_share:.0%}",
+                 "100%"))
+    _table(f"{args.model} · {p.framework} · {p.device} · batch {p.batch}: top {args.top} layers "
+           f"by host + device time (latency {p.latency_ms:.3f} ms, {p.regime}, tax "
+           f"{p.framework_tax:.0%}, {p.n_launches} launches)", list(EXPLAIN_COLUMNS), rows)
+    for w in p.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ftmodel", description="Predict inference latency, "
                                  "framework tax included.")
@@ -157,6 +213,30 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="short calibration of this machine + example predictions")
     d.add_argument("--recalibrate", action="store_true")
     d.set_defaults(fn=cmd_demo)
+    rp = sub.add_parser("report", help="figure + markdown: latency vs batch per framework")
+    rp.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    rp.add_argument("--gpu", "--device", default="auto", help="profile name or path")
+    rp.add_argument("--frameworks", default="eager,torchscript,onnxruntime,inductor,cudagraphs",
+                    help="comma-separated framework names")
+    rp.add_argument("--batch", "-b", default="1,2,4,8,16,32,64,128,256")
+    rp.add_argument("--dtype", default="fp32")
+    rp.add_argument("--host", default=None, help="host profile (name or path)")
+    rp.add_argument("--out", default=None,
+                    help="output path without suffix (default report-<model>-<gpu>); "
+                         "writes .png and .md")
+    rp.add_argument("--title", default=None)
+    rp.set_defaults(fn=cmd_report)
+    ex = sub.add_parser("explain", help="per-layer breakdown of one prediction")
+    ex.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    ex.add_argument("--gpu", "--device", default="auto", help="profile name or path")
+    ex.add_argument("--framework", "-f", default="eager")
+    ex.add_argument("--batch", "-b", default="1", help="one batch size")
+    ex.add_argument("--dtype", default="fp32")
+    ex.add_argument("--host", default=None, help="host profile (name or path)")
+    ex.add_argument("--top", type=int, default=15, help="layers shown")
+    ex.add_argument("--depth", type=int, default=None,
+                    help="group module paths to this many components (default: innermost)")
+    ex.set_defaults(fn=cmd_explain)
     return ap
 
 

@@ -468,9 +468,11 @@ class _StorageObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def _storage_keys(tree: Any) -> list[int]:
-    """The recorder's storage identity (the storage's address) of each tensor in ``tree``."""
+    """The recorder's storage identity (the storage's address) of each tensor in ``tree``, in
+    ``tree_flatten`` order (the recorder's operand order)."""
+    flat = _flat_tensors(tree)
     out = []
-    for t in _tensors(tree):
+    for t in _tensors(tree) if flat is None else flat:
         try:
             out.append(int(t.untyped_storage()._cdata))
         except (RuntimeError, NotImplementedError, AttributeError):
@@ -478,17 +480,77 @@ def _storage_keys(tree: Any) -> list[int]:
     return out
 
 
+_Tensor = torch.Tensor
+
+
+def _flat_tensors(tree: Any) -> list[torch.Tensor] | None:
+    """The tensors of ``tree`` in ``tree_flatten`` order, for the shapes aten ops take (a
+    tensor; a tuple/list of tensors, numbers, None and tuples/lists of those; an
+    ``(args, kwargs)`` pair whose kwargs hold no tensor); None for anything else (the caller
+    then flattens it with pytree)."""
+    if isinstance(tree, _Tensor):
+        return [tree]
+    if (type(tree) is tuple and len(tree) == 2 and type(tree[1]) is dict
+            and type(tree[0]) is tuple):
+        args, kwargs = tree
+        for v in kwargs.values():
+            if isinstance(v, (_Tensor, list, tuple, dict)):
+                return None
+        tree = args
+    if type(tree) not in (tuple, list):
+        return None
+    out: list[torch.Tensor] = []
+    for a in tree:
+        if isinstance(a, _Tensor):
+            out.append(a)
+        elif type(a) in (tuple, list):
+            for b in a:
+                if isinstance(b, _Tensor):
+                    out.append(b)
+                elif type(b) in (tuple, list, dict):
+                    return None
+        elif type(a) is dict:
+            return None
+    return out
+
+
+def _recorder_storage_ids() -> dict[int, int] | None:
+    """The active tracer's map from storage address to storage id (None if the tracer's
+    recorder cannot be found; the segment is then traced with a :class:`_StorageObserver`)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    for mode in reversed(_get_current_dispatch_mode_stack()):
+        ids = getattr(getattr(mode, "rec", None), "_storage_ids", None)
+        if type(ids) is dict:
+            return ids
+    return None
+
+
 def _trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> SegmentTrace:
-    observer = _StorageObserver()
+    """Trace ``module`` alone on a fake input described by ``meta``.
+
+    The segment's input and output storage ids are read from the tracer's own storage map
+    after the forward (the recorder keeps every storage alive, so addresses are not reused);
+    where that map is not reachable, a :class:`_StorageObserver` pushed inside the forward
+    notes each op's operand storages instead (slower: a second dispatch layer).
+    """
+    observer: _StorageObserver | None = None
     ends: dict[str, Any] = {}
     had_forward = "forward" in module.__dict__
     saved, inner = module.__dict__.get("forward"), module.forward
 
     def forward(*args: Any, **kwargs: Any) -> Any:
+        nonlocal observer
         ends["in"] = _storage_keys((args, kwargs))
-        with observer:
+        ids = _recorder_storage_ids()
+        if ids is None:
+            observer = _StorageObserver()
+            with observer:
+                out = inner(*args, **kwargs)
+        else:
             out = inner(*args, **kwargs)
         ends["out"] = _storage_keys(out)
+        if ids is not None:
+            ends["sids"] = {k: ids[k] for k in ends["in"] + ends["out"] if k in ids}
         ends["meta"] = TensorMeta.of(out) if isinstance(out, torch.Tensor) else None
         return out
 
@@ -505,15 +567,20 @@ def _trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> S
             del module.__dict__["forward"]
     names = {n for n, _ in module.named_modules(remove_duplicate=False)}
     counters = tuple((f, getattr(tr, f)) for f in _COUNTERS)
-    relocatable = (tr.fake and len(observer.ops) == len(tr.records)
+    relocatable = (tr.fake and ("sids" in ends or observer is not None
+                                and len(observer.ops) == len(tr.records))
                    and all(type(v) is int for _, v in counters)
                    and all(r.module_path in names for r in tr.records)
                    and all(n in names for n in tr.module_calls))
     sid_of: dict[int, int] = {}  # storage address -> this trace's storage id
-    for r, (ins, outs) in zip(tr.records, observer.ops):
-        for operands, keys_ in ((getattr(r, "reads", ()), ins), (getattr(r, "writes", ()), outs)):
-            if len(operands) == len(keys_):
-                sid_of.update((k, sid) for k, (sid, _) in zip(keys_, operands))
+    if "sids" in ends:  # ids the recorder gave to storages that were operands
+        sid_of = ends["sids"]
+    elif observer is not None:
+        for r, (ins, outs) in zip(tr.records, observer.ops):
+            for operands, keys_ in ((getattr(r, "reads", ()), ins),
+                                    (getattr(r, "writes", ()), outs)):
+                if len(operands) == len(keys_):
+                    sid_of.update((k, sid) for k, (sid, _) in zip(keys_, operands))
     in_keys, out_keys = ends.get("in", []), ends.get("out", [])
     in_sid = sid_of.get(in_keys[0]) if len(in_keys) == 1 else None
     out_sid = sid_of.get(out_keys[0]) if len(out_keys) == 1 else None
