@@ -152,6 +152,8 @@ def plot_report(curves: Sequence[FrameworkCurve], path: str | Path, title: str) 
         a.set_yscale("log")
         a.set_xlabel("batch size")
         a.set_xlim(lo / 1.15, hi * 1.15)
+        a.set_xticks(all_b, [str(b) for b in all_b])
+        a.minorticks_off()
         a.grid(True, which="both", alpha=0.25)
     ax.set_ylabel("predicted latency (ms)")
     ax.set_title("latency vs batch (shaded: framework-bound; ✕ crossover;\n"
