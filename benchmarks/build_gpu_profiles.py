@@ -109,6 +109,8 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
     """Roofline parameters of one MAC class: peaks per math dtype and ramp sizes."""
     bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
     cuda = spec.fp32_tflops * 1e12 / 2 * eff["eff_cuda"]  # MAC/s
+    if cls == "conv":  # cuDNN's Winograd/FFT algorithms do fewer multiplies than direct MACs
+        cuda *= eff.get("eff_conv", 1.0)
     peaks = {"": cuda}
     if spec.fp16_tensor_tflops is None:  # Pascal: pseudo-fp16, fp32 math
         peaks["fp16"] = cuda
@@ -122,6 +124,9 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
             if cls == "conv":  # cuDNN allow_tf32 is on by default
                 peaks["fp32"] = peaks["tf32"]
     out = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
+    if eff.get("tile_outputs"):  # tile/wave quantisation over the SMs (estimate.kernels)
+        out["wave_slots"] = float(spec.sm_count)
+        out["tile_outputs"] = float(eff["tile_outputs"])
     for dt, peak in peaks.items():
         sfx = f":{dt}" if dt else ""
         out[f"peak_macs_per_s{sfx}"] = peak

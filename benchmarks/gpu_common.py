@@ -20,6 +20,7 @@ scripts from the repository root; this file sits next to them on ``sys.path``).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import math
 import os
@@ -236,6 +237,7 @@ class ProgramArrays:
     events: dict[str, int]  # non-kernel host events (module_call, view, alloc)
     n_aten_kernels: int
     b_lo: int = 1
+    framework: str = "eager"
 
     def work(self, batches: np.ndarray) -> np.ndarray:
         """(B, N, 3) work at each batch."""
@@ -244,46 +246,96 @@ class ProgramArrays:
                           * (b - self.b_lo))
 
 
-def _cache_key(name: str, dtype: str, b_lo: int) -> Path:
-    import ftmodel.tracing.dispatch as d
-    src = Path(d.__file__).read_bytes() + Path(d.__file__).with_name("formulas.py").read_bytes()
+_SOURCES = {
+    "eager": ("tracing/dispatch.py", "tracing/formulas.py", "frameworks/eager.py"),
+    "torchscript": ("tracing/dispatch.py", "tracing/formulas.py", "frameworks/torchscript.py",
+                    "frameworks/torchscript_cuda.py"),
+    "onnxruntime": ("frameworks/onnxruntime.py", "frameworks/onnx_graph.py",
+                    "frameworks/onnx_cuda.py"),
+}
+_SOURCES["torchscript-nnc"] = _SOURCES["torchscript"]
+# latency.csv framework label -> ftmodel framework
+DATA_FRAMEWORKS = {"eager": "eager", "torchscript": "torchscript",
+                   "onnxruntime-cuda": "onnxruntime"}
+
+
+def _cache_key(name: str, dtype: str, b_lo: int, framework: str = "eager") -> Path:
+    pkg = ROOT / "ftmodel"
+    src = b"".join((pkg / f).read_bytes() for f in _SOURCES[framework])
     tag = hashlib.sha1(src + torch.__version__.encode()).hexdigest()[:10]
-    return CACHE_DIR / f"{name}-{dtype}-b{b_lo}-{tag}.pkl"
+    return CACHE_DIR / f"{name}-{framework}-{dtype}-b{b_lo}-{tag}.v2.pkl"
 
 
-def program_arrays(name: str, dtype: str, b_lo: int = 2) -> ProgramArrays:
-    """Eager kernels of ``name`` in ``dtype``: exact at batch 1 (``b_lo=1``), affine from batch 2
-    and 3 otherwise (cached under /tmp: tracing takes ~1 s a model)."""
-    path = _cache_key(name, dtype, b_lo)
-    if path.is_file():
-        with open(path, "rb") as f:
-            cached: ProgramArrays = pickle.load(f)  # noqa: S301 - our own cache file
-        return cached
-    from ftmodel.frameworks import eager
+_REAL_MODELS: dict[str, torch.nn.Module] = {}
+
+
+def framework_program(name: str, framework: str, dtype: str, batch: int) -> Any:
+    """The Program ``framework`` runs for model ``name`` on a GPU at ``batch`` (no GPU needed:
+    eager from the fake-tensor trace; TorchScript from the traced graph; ONNX Runtime from the
+    CUDA EP graph reproduced on the CPU EP). Compiled frameworks need real (random) weights."""
+    from ftmodel.frameworks.base import get_framework
     from ftmodel.tracing.dispatch import trace
 
-    model = build_model(name)
     tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    if framework == "eager":
+        return get_framework("eager").lower(trace(build_model(name), MODELS[name].inputs,
+                                                  batch, dtype=tdtype))
+    if name not in _REAL_MODELS:
+        _REAL_MODELS.clear()  # one real model at a time (memory)
+        torch.manual_seed(0)
+        _REAL_MODELS[name] = MODELS[name].build().eval()
+    fw = get_framework(framework.split("-nnc")[0])
+    assert fw.lower_model is not None
+    prog = fw.lower_model(_REAL_MODELS[name], MODELS[name].inputs, batch, None, device="cuda",
+                          dtype=dtype)
+    if fw.name == "torchscript":  # the GPU fuser's groups (ftmodel.estimate.launches does this)
+        from ftmodel.frameworks.torchscript_cuda import apply_fuser
+        prog = apply_fuser(prog, TS_FUSERS[framework])
+    return prog
+
+
+# PyTorch 1.12's TorchScript fuses with nvFuser on Volta and newer, with NNC before Volta
+TS_FUSERS = {"torchscript": "nvfuser", "torchscript-nnc": "nnc"}
+
+
+def program_framework(framework: str, compute_capability: float) -> str:
+    """The program variant a GPU runs: TorchScript on a pre-Volta GPU (compute capability < 7)
+    fuses with NNC (pointwise ops only), not nvFuser."""
+    if framework == "torchscript" and compute_capability < 7.0:
+        return "torchscript-nnc"
+    return framework
+
+
+def program_arrays(name: str, dtype: str, b_lo: int = 2, framework: str = "eager"
+                   ) -> ProgramArrays:
+    """Kernels of ``name`` in ``dtype`` under ``framework`` (on a GPU): exact at batch 1
+    (``b_lo=1``), affine from batch 2 and 3 otherwise (cached under /tmp: lowering takes
+    seconds a model)."""
+    path = _cache_key(name, dtype, b_lo, framework)
+    if path.is_file():
+        with open(path, "rb") as f:
+            return ProgramArrays(**pickle.load(f))  # noqa: S301 - our own cache file
     batches = (1,) if b_lo == 1 else (b_lo, b_lo + 1)
-    progs = [eager.lower(trace(model, MODELS[name].inputs, b, dtype=tdtype)) for b in batches]
+    progs = [framework_program(name, framework, dtype, b) for b in batches]
     progs = progs * (3 - len(progs))
     if [k.op_class for k in progs[0].kernels] != [k.op_class for k in progs[1].kernels]:
-        raise RuntimeError(f"{name}: kernel sequence changes between batch {batches}")
+        raise RuntimeError(f"{name} ({framework}): kernel sequence changes between batch "
+                           f"{batches}")
     arr = ProgramArrays(
         model=name, dtype=dtype,
         op_class=np.array([k.op_class for k in progs[0].kernels]),
         kdtype=np.array([{"float16": "fp16", "bfloat16": "bf16"}.get(k.dtype, "fp32")
                          for k in progs[0].kernels]),
         work1=np.array([[k.macs, k.bytes_read, k.bytes_written] for k in progs[0].kernels],
-                       dtype=np.float64),
+                       dtype=np.float64).reshape(-1, 3),
         work2=np.array([[k.macs, k.bytes_read, k.bytes_written] for k in progs[1].kernels],
-                       dtype=np.float64),
+                       dtype=np.float64).reshape(-1, 3),
         events={e: c for e, c in progs[0].host_events.items() if not e.startswith("kernel:")},
-        n_aten_kernels=len(progs[0].kernels), b_lo=b_lo,
+        n_aten_kernels=len(progs[0].kernels), b_lo=b_lo, framework=framework,
     )
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
-        pickle.dump(arr, f)
+        pickle.dump(dataclasses.asdict(arr), f)  # plain types: loadable from any module
     return arr
 
 
@@ -313,7 +365,7 @@ def expand_arrays(p: ProgramArrays, table: dict[str, float]) -> ProgramArrays:
     w1[is_aux] = 0.0
     w2[is_aux] = 0.0
     return ProgramArrays(p.model, p.dtype, cls, p.kdtype[ix], w1, w2, p.events, p.n_aten_kernels,
-                         p.b_lo)
+                         p.b_lo, p.framework)
 
 
 # ---- the latency model, vectorised over batch --------------------------------------------------
@@ -323,6 +375,9 @@ MAC_CLASSES = ("gemm", "conv", "conv_grouped", "bmm", "attention")
 
 def _param(params: dict[str, float], name: str, dtype: str, default: float = 0.0) -> float:
     return params.get(f"{name}:{dtype}", params.get(name, default))
+
+
+_ELEM_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0, "tf32": 4.0, "fp64": 8.0}
 
 
 def device_times(p: ProgramArrays, batches: np.ndarray, op_params: dict[str, dict[str, float]],
@@ -340,7 +395,13 @@ def device_times(p: ProgramArrays, batches: np.ndarray, op_params: dict[str, dic
             g = lambda k, d=0.0: _param(prm, k, str(dt), d)  # noqa: E731
             t = nb / g("bandwidth_Bps") * (1.0 + g("half_bytes") / (nb + eps))
             if g("peak_macs_per_s") > 0:
-                t = np.maximum(t, m / g("peak_macs_per_s") * (1.0 + g("half_macs") / (m + eps)))
+                q = 1.0
+                if g("wave_slots") > 0 and g("tile_outputs") > 0:
+                    from ftmodel.estimate.kernels import wave_factor  # the library's formula
+                    q = wave_factor(m, w[..., 2][:, sel], _ELEM_BYTES.get(str(dt), 4.0),
+                                    g("wave_slots"), g("tile_outputs"))
+                t = np.maximum(t, (m * q + g("half_macs") * m / (m + eps))
+                               / g("peak_macs_per_s"))
             out[:, sel] = np.maximum(t, g("floor_s"))
     return np.maximum(out, kernel_floor_s)
 
@@ -369,3 +430,47 @@ def timeline(host_s: np.ndarray, device_s: np.ndarray, per_call_s: float,
     t_dev = k_cum[:, -1] + np.max(h[None, :] + launch_latency_s - k_prev, axis=1)
     latency = np.maximum(t_dev, h[-1]) + sync_s
     return latency, np.full(latency.shape, h[-1]), k_cum[:, -1]
+
+
+def needed_programs(points: list[Point]) -> list[tuple[str, str, str, int]]:
+    """(model, framework, dtype, b_lo) of every program the points need."""
+    out = set()
+    for p in points:
+        if p.model in MODELS and p.batch <= MAX_BATCH.get(p.model, 10**9):
+            fw = program_framework(DATA_FRAMEWORKS[p.framework], 6.1 if p.gpu != "rtx8000" else 7.5)
+            out.add((p.model, fw, p.precision, 1 if p.batch == 1 else 2))
+    return sorted(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Lower (and cache) the programs of the paper's points: ``gpu_common.py [--budget S]``."""
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--budget", type=float, default=480.0, help="stop after this many seconds")
+    ap.add_argument("--frameworks", default=",".join(DATA_FRAMEWORKS))
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    todo = needed_programs(latency_points(tuple(args.frameworks.split(","))))
+    done = 0
+    for model, fw, dt, b_lo in todo:
+        if _cache_key(model, dt, b_lo, fw).is_file():
+            done += 1
+            continue
+        if time.time() - t0 > args.budget:
+            break
+        t1 = time.time()
+        try:
+            program_arrays(model, dt, b_lo, fw)
+            done += 1
+            print(f"{model} {fw} {dt} b{b_lo}: {time.time() - t1:.1f}s", flush=True)
+        except Exception as err:  # noqa: BLE001 - report and go on (e.g. FrameworkUnsupported)
+            print(f"{model} {fw} {dt} b{b_lo}: FAILED {type(err).__name__}: "
+                  f"{str(err).splitlines()[0][:200]}", flush=True)
+    print(f"{done}/{len(todo)} programs cached in {CACHE_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

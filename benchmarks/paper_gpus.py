@@ -1,34 +1,38 @@
-"""Predict the Framework Tax paper's GPU measurements with the built-in profiles.
+"""Predict every point of the Framework Tax paper's GPU measurements with the built-in profiles.
 
-    .venv/bin/python benchmarks/paper_gpus.py        # ~15 min on 2 cores (tracing dominates)
+    .venv/bin/python benchmarks/paper_gpus.py              # ~7 min on 2 cores (3 LOGO fits)
+    .venv/bin/python benchmarks/paper_gpus.py --reuse-logo # reuse the LOGO fits of the last run
 
-For every eager point of ``shared/data/framework_tax/latency.csv`` whose model can be built here
-(``gpu_common.MODELS``; timm models are skipped) it writes ``benchmarks/results/paper-gpus.csv``
-with three predictions:
+For every point of ``shared/data/framework_tax/latency.csv`` — PyTorch eager, TorchScript and
+ONNX Runtime (CUDA EP), fp32 and fp16, RTX 8000, Titan X and 1080 Ti — whose model can be
+built here (``gpu_common.MODELS``) it writes ``benchmarks/results/paper-gpus.csv`` with:
 
-* ``predicted_s`` — ``ftmodel.predict_latency`` with the built-in profile (fitted on all three
-  GPUs: in-sample);
-* ``logo_s`` — leave one GPU out: the efficiency and host parameters are fitted on the two other
-  GPUs (``fit_gpu_efficiency.fit``), the left-out GPU's profile is built from its spec sheet with
-  them, and its host is the default ``paper-host`` of that fit (its own host is never seen);
-* ``macs_proxy_s`` — the MACs proxy: latency = c · MACs (THOP's count, as in the paper) with c
-  fitted in log space on the same GPU × precision points (an optimistic baseline: it sees them).
+* ``predicted_s`` — the built-in profiles' model (parameters fitted on all three GPUs:
+  in-sample);
+* ``logo_s`` — leave one GPU out: the efficiency and host parameters are fitted on the two
+  other GPUs (``fit_gpu_efficiency.fit``), the left-out GPU's profile is its spec sheet with
+  them and its host is the default ``paper-host`` of that fit (its own host is never seen);
+* ``macs_proxy_s`` — latency = c · MACs (THOP's count, as in the paper), c fitted in log space
+  per GPU × framework × precision on the same points (an optimistic baseline: it sees them).
 
-``paper-gpus-summary.md`` has the median absolute percentage error per GPU × framework ×
-precision, per regime (batch ≤ 4, batch ≥ 32), the crossover batch against the measured knee for
-ResNet-50 and BERT, and the fitted parameters; ``paper-gpus-<model>.png`` plot predicted against
-measured latency over batch size like the paper's Figure 4.
+Points not predicted, with the reason, are listed in the summary: TensorRT (its engine — layer
+fusion and per-GPU kernel tactics — is built by TensorRT's builder on the target GPU; no
+emulation of it here), ONNX Runtime BERT rows whose precision the data marks "fp32?", and timm
+models (timm is not installed). Every prediction is ``ftmodel``'s model evaluated on arrays
+(``gpu_common``); ``ftmodel.predict_latency`` with the built-in profiles is checked against it on
+ResNet-50 and BERT (``library check`` in the summary).
 
-The knee of a measured curve is the batch where ``max(plateau, slope · batch)`` fitted in log space
-turns from flat to linear; the predicted crossover is ``Prediction.crossover_batch`` (host time =
-device time on the predicted curves).
+``paper-gpus-summary.md`` has the median absolute percentage error (MdAPE) per GPU ×
+framework × precision and per regime (batch ≤ 4, batch ≥ 32), leave-one-GPU-out per GPU over
+all frameworks, the crossover batch against the measured knee for ResNet-50 and BERT, kernel
+launches against the profiler traces, and the fitted parameters; ``paper-gpus-<model>.png`` plot
+predicted against measured latency over batch size like the paper's Figure 4.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import inspect
 import json
 import math
 import statistics
@@ -43,57 +47,43 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from build_gpu_profiles import build  # noqa: E402
 from fit_gpu_efficiency import (  # noqa: E402
+    FRAMEWORKS,
+    HOST_KEYS,
+    HOST_OF,
+    Group,
+    build_groups,
     fit,
     params_json,
+    predict_group,
     prepare,
 )
-from gpu_common import (  # noqa: E402
-    DATA_GPUS,
-    MAX_BATCH,
-    MODELS,
-    SKIPPED_MODELS,
-    Point,
-    build_model,
-    latency_points,
-)
+from gpu_common import DATA_GPUS, LATENCY_CSV, MODELS, SKIPPED_MODELS, Point  # noqa: E402
+from paper_report import plot, plot_frameworks, summarise  # noqa: E402
 
-import ftmodel  # noqa: E402
-from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.estimate.kernels import DeviceModel  # noqa: E402
-from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
-from ftmodel.tracing.records import Trace  # noqa: E402
+from ftmodel.estimate.timeline import crossover  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARAMS = Path(__file__).resolve().parent / "gpu_efficiency.json"
+LOGO_CACHE = Path("/tmp/ftmodel-paper-gpus-logo.json")
 GPU_LABEL = {v: k for k, v in DATA_GPUS.items()}
-_TRACES: dict[tuple[str, int, str], Trace] = {}
+FW_LABEL = {"eager": "eager", "torchscript": "torchscript", "onnxruntime": "onnxruntime-cuda"}
 
 
-class CachedPredictor(Predictor):
-    """A Predictor whose traces are shared across GPUs (tracing is GPU-independent)."""
-
-    model_name = ""
-
-    def trace(self, model: Any, inputs: Any, batch: int) -> Trace:
-        key = (self.model_name, batch, self.dtype)
-        if key not in _TRACES:
-            _TRACES[key] = super().trace(model, inputs, batch)
-        return _TRACES[key]
+def theta_of(params: dict[str, Any]) -> dict[str, float]:
+    """The flat parameter dict ``predict_group`` reads, from a ``params_json`` object."""
+    th = dict(params["device"])
+    for fw in FRAMEWORKS:
+        for k in HOST_KEYS[fw]:
+            th[f"{fw}.{k}"] = params["host_events_ref_s"][fw][k]
+    return th
 
 
-def _check_library() -> None:
-    if "dtype" not in inspect.signature(DeviceModel.__init__).parameters:
-        raise SystemExit("this ftmodel lacks per-dtype roofline parameters (the kernels.py/api.py "
-                         "change of issue 4); fp16 predictions would use fp32 peaks")
-
-
-def predict_series(profile: HardwareProfile, name: str, dtype: str, batches: list[int],
-                   model: Any) -> list[Any]:
-    pred = CachedPredictor("eager", profile, dtype=dtype)
-    pred.model_name = name
-    return pred.predict(model, batches, MODELS[name].inputs)
+def host_scale(params: dict[str, Any], gpu: str) -> float:
+    """The GPU's paper host if the fit saw it, else the default ``paper-host``."""
+    hosts = params["hosts"]
+    name = HOST_OF[gpu] if HOST_OF[gpu] in hosts else "paper-host"
+    return float(hosts[name]["speed_factor"])
 
 
 def knee(batches: np.ndarray, lat: np.ndarray) -> float:
@@ -108,187 +98,181 @@ def knee(batches: np.ndarray, lat: np.ndarray) -> float:
     return best_k
 
 
-def ape(pred: float, meas: float) -> float:
-    return abs(pred - meas) / meas * 100.0
+def crossover_of(g: Group, spec: Any, th: dict[str, float], scale: float) -> float | None:
+    """``Prediction.crossover_batch``: compute(b) = host overhead on continuous batch (the
+    batch-2/3 program, as ``ftmodel.api`` does)."""
+    def at(b: float) -> tuple[float, float]:
+        gg = Group(g.gpu, g.framework, g.dtype, g.model, np.array([b]), np.array([1.0]), g.prog)
+        _, over, comp = predict_group(gg, spec, th, scale)
+        return float(over[0]), float(comp[0])
+    return crossover(lambda b: at(b)[0], lambda b: at(b)[1])
+
+
+CURVE_BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+
+def framework_curves(params: dict[str, Any], tables: Any, specs: Any
+                     ) -> dict[tuple[str, str, str], tuple[list[int], list[float]]]:
+    """Predicted latency of ResNet-50 and BERT-Base on the RTX 8000 for every framework and
+    precision over ``CURVE_BATCHES`` (built-in parameters and the RTX 8000's fitted host):
+    (model, framework label, precision) -> (batches, seconds)."""
+    pts = [Point("rtx8000", label, dt, model, b, float("nan"), 1, float("nan"))
+           for model in ("resnet50", "bert") for label in FW_LABEL.values()
+           for dt in ("fp32", "fp16") for b in CURVE_BATCHES]
+    th, scale = theta_of(params), host_scale(params, "rtx8000")
+    acc: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
+    for g in build_groups(pts, tables, specs):
+        lat, _, _ = predict_group(g, specs[g.gpu], th, scale)
+        acc[(g.model, FW_LABEL[g.framework], g.dtype)] += zip(g.batches.tolist(), lat.tolist())
+    return {k: ([int(b) for b, _ in sorted(v)], [float(t) for _, t in sorted(v)])
+            for k, v in acc.items()}
+
+
+def logo_params(groups: list[Group], tables: Any, info: Any, specs: Any, ksum: Any, kg: Any,
+                reuse: bool) -> dict[str, dict[str, Any]]:
+    if reuse and LOGO_CACHE.is_file():
+        return dict(json.loads(LOGO_CACHE.read_text()))
+    out = {}
+    for left in DATA_GPUS.values():
+        fr = fit(groups, [g for g in DATA_GPUS.values() if g != left], specs, ksum, kg)
+        out[left] = params_json(fr, tables, info)
+        print(f"LOGO fit without {left}: rmse {fr.rmse_log:.3f} ({fr.seconds:.0f}s)", flush=True)
+    LOGO_CACHE.write_text(json.dumps(out))
+    return out
+
+
+def not_predicted() -> dict[str, int]:
+    """Points of latency.csv not predicted, by reason."""
+    out: dict[str, int] = defaultdict(int)
+    with open(LATENCY_CSV, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["framework"] == "tensorrt":
+                out["TensorRT (engine built by TensorRT's builder on the GPU; not emulated)"] += 1
+            elif r["precision"] not in ("fp32", "fp16"):
+                out[f"precision {r['precision']!r} (unknown precision in the data)"] += 1
+            elif r["model"] in SKIPPED_MODELS:
+                out[f"{r['model']}: {SKIPPED_MODELS[r['model']]}"] += 1
+    return dict(out)
+
+
+def rows_for(groups: list[Group], params: dict[str, Any], logo: dict[str, dict[str, Any]],
+             specs: Any, macs_thop: dict[tuple[str, str, str, str, int], float]
+             ) -> list[dict[str, Any]]:
+    th = theta_of(params)
+    rows = []
+    xo: dict[tuple[str, str, str, str], tuple[float | None, float | None]] = {}
+    for g in groups:
+        spec = specs[g.gpu]
+        lat, over, comp = predict_group(g, spec, th, host_scale(params, g.gpu))
+        lp = logo[g.gpu]
+        lth = theta_of(lp)
+        lat_l, _, _ = predict_group(g, spec, lth, host_scale(lp, g.gpu))
+        key = (g.gpu, g.framework, g.dtype, g.model)
+        if g.prog.b_lo == 2 and g.model in ("resnet50", "bert"):
+            xo[key] = (crossover_of(g, spec, th, host_scale(params, g.gpu)),
+                       crossover_of(g, spec, lth, host_scale(lp, g.gpu)))
+        for i, b in enumerate(g.batches.tolist()):
+            rows.append({
+                "gpu": GPU_LABEL[g.gpu], "framework": FW_LABEL[g.framework],
+                "precision": g.dtype, "model": g.model, "batch": int(b),
+                "measured_s": float(g.measured_s[i]), "predicted_s": float(lat[i]),
+                "logo_s": float(lat_l[i]), "overhead_s": float(over[i]),
+                "compute_s": float(comp[i]),
+                "regime": "framework-bound" if over[i] >= comp[i] else "compute-bound",
+                "n_launches": len(g.prog.op_class),
+                "macs": float(g.prog.work(np.array([b]))[0][:, 0].sum()),
+                "macs_thop": macs_thop.get((*key, int(b)), float("nan"))})
+    for r in rows:
+        k = (DATA_GPUS[r["gpu"]], {v: k for k, v in FW_LABEL.items()}[r["framework"]],
+             r["precision"], r["model"])
+        r["crossover_batch"], r["logo_crossover_batch"] = xo.get(k, (None, None))
+    return sorted(rows, key=lambda r: (r["gpu"], r["framework"], r["precision"], r["model"],
+                                       r["batch"]))
+
+
+def macs_proxy(rows: list[dict[str, Any]]) -> None:
+    by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[(r["gpu"], r["framework"], r["precision"])].append(r)
+    for rs in by.values():
+        ok = [r for r in rs if r["macs_thop"] > 0]
+        c = math.exp(statistics.fmean(math.log(r["measured_s"] / r["macs_thop"]) for r in ok)) \
+            if ok else float("nan")
+        for r in rs:
+            r["macs_proxy_s"] = c * r["macs_thop"] if r["macs_thop"] > 0 else float("nan")
+
+
+def library_check(params: dict[str, Any], specs: Any, groups: list[Group],
+                  gpus: tuple[str, ...] = ("rtx8000",),
+                  frameworks: tuple[str, ...] = ("eager",)) -> list[str]:
+    """``ftmodel.predict_latency`` with the built-in profiles vs the arrays: ResNet-50 and BERT,
+    every framework and precision measured on ``gpus`` (each call lowers the model for real at
+    4 batch sizes: minutes per GPU on 2 cores)."""
+    import torch
+
+    import ftmodel
+    th = theta_of(params)
+    out = []
+    for name in ("resnet50", "bert"):
+        torch.manual_seed(0)
+        model = MODELS[name].build().eval()
+        for g in groups:
+            if g.model != name or g.prog.b_lo != 2 or g.gpu not in gpus or \
+                    g.framework not in frameworks:
+                continue
+            b = [int(g.batches[0]), int(g.batches[-1])]
+            ps = ftmodel.predict_latency(model, g.framework, g.gpu, b, inputs=MODELS[name].inputs,
+                                         dtype=g.dtype)
+            gg = Group(g.gpu, g.framework, g.dtype, name, np.array(b), np.ones(2), g.prog)
+            lat, _, _ = predict_group(gg, specs[g.gpu], th, host_scale(params, g.gpu))
+            diff = max(abs(p.latency_s / v - 1.0) for p, v in zip(ps, lat))
+            out.append(f"{name} {g.framework} {g.gpu} {g.dtype} batch {b}: "
+                       f"max relative difference {diff:.1e}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--reuse-logo", action="store_true", help=f"reuse {LOGO_CACHE}")
+    ap.add_argument("--no-library-check", action="store_true")
+    ap.add_argument("--library-check-all", action="store_true",
+                    help="check every framework (lowers TorchScript and ONNX Runtime for real: "
+                         "slow), not only eager")
     args = ap.parse_args(argv)
-    _check_library()
     t0 = time.time()
-    wanted = set(args.models.split(","))
-    points = [p for p in latency_points(("eager",))
-              if p.model in wanted and p.batch <= MAX_BATCH.get(p.model, 10**9)]
-    skipped = sorted({p.model for p in latency_points(("eager",)) if p.model not in MODELS})
-
-    # leave-one-GPU-out parameter sets
-    groups, table, info, specs, ksum, kg = prepare()
-    logo_profiles: dict[str, HardwareProfile] = {}
-    logo_params: dict[str, dict[str, Any]] = {}
-    for out_gpu in DATA_GPUS.values():
-        train = [g for g in DATA_GPUS.values() if g != out_gpu]
-        fr = fit(groups, train, specs, ksum, kg)
-        params = params_json(fr, table, info)
-        logo_params[out_gpu] = params
-        profs, _ = build(params, [specs[out_gpu]])
-        logo_profiles[out_gpu] = profs[0]
-        print(f"LOGO fit without {out_gpu}: rmse {fr.rmse_log:.3f} ({fr.seconds:.0f}s)", flush=True)
-
-    series: dict[tuple[str, str, str], list[Point]] = defaultdict(list)
-    for p in points:
-        series[(p.model, p.precision, p.gpu)].append(p)
-    rows = []
-    for model_name in sorted({k[0] for k in series}):
-        model = build_model(model_name)
-        for (m, dt, gpu), pts in sorted(series.items()):
-            if m != model_name:
-                continue
-            batches = [p.batch for p in pts]
-            ins = predict_series(ftmodel.load_profile(gpu), m, dt, batches, model)
-            out = predict_series(logo_profiles[gpu], m, dt, batches, model)
-            for p, a, b in zip(pts, ins, out):
-                rows.append({"gpu": GPU_LABEL[gpu], "framework": "eager", "precision": dt,
-                             "model": m, "batch": p.batch, "n_runs": p.n_runs,
-                             "measured_s": p.latency_s, "predicted_s": a.latency_s,
-                             "logo_s": b.latency_s, "overhead_s": a.overhead_s,
-                             "compute_s": a.compute_s, "regime": a.regime,
-                             "n_launches": a.n_launches, "macs": a.macs,
-                             "macs_thop": p.macs_thop, "crossover_batch": a.crossover_batch,
-                             "logo_crossover_batch": b.crossover_batch})
-        print(f"{model_name}: done ({time.time() - t0:.0f}s, {len(_TRACES)} traces)", flush=True)
-
-    # MACs proxy, fitted per GPU x precision on the same points
-    by_gp: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_gp[(r["gpu"], r["precision"])].append(r)
-    for rs in by_gp.values():
-        ok = [r for r in rs if r["macs_thop"] > 0]
-        c = math.exp(statistics.fmean(math.log(r["measured_s"] / r["macs_thop"]) for r in ok))
-        for r in rs:
-            r["macs_proxy_s"] = c * r["macs_thop"] if r["macs_thop"] > 0 else float("nan")
-
+    groups, tables, info, specs, ksum, kg = prepare()
+    params = json.loads(PARAMS.read_text())
+    logo = logo_params(groups, tables, info, specs, ksum, kg, args.reuse_logo)
+    thop: dict[tuple[str, str, str, str, int], float] = {}
+    from gpu_common import latency_points
+    for p in latency_points(tuple(FW_LABEL.values())):
+        key = (p.gpu, {v: k for k, v in FW_LABEL.items()}[p.framework], p.precision, p.model,
+               p.batch)
+        thop[key] = p.macs_thop
+    rows = rows_for(groups, params, logo, specs, thop)
+    macs_proxy(rows)
+    check = [] if args.no_library_check else library_check(
+        params, specs, groups, frameworks=FRAMEWORKS if args.library_check_all else ("eager",))
     RESULTS.mkdir(exist_ok=True)
     with open(RESULTS / "paper-gpus.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    summary = summarise(rows, logo_params, skipped)
+    summary = summarise(rows, params, logo, not_predicted(), check, groups)
+    fw_lines = plot_frameworks(rows, framework_curves(params, tables, specs), RESULTS)
+    summary += "\n".join([
+        "", "## Framework comparison on the RTX 8000 by prediction (issue 3)", "",
+        "`paper-frameworks-rtx8000-resnet50.png` and `-bert.png`: predicted latency per framework "
+        "with the built-in `rtx8000` profile (lines) beside latency.csv (filled) and the paper's "
+        "Figure 3 (hollow). Latency relative to eager at batch 1 and 64 (measured: latency.csv, "
+        "else Figure 3): the leaner framework wins at batch 1, the gap shrinks at batch 64.", "",
+        *fw_lines, ""])
     (RESULTS / "paper-gpus-summary.md").write_text(summary)
-    plot(rows)
+    plot(rows, RESULTS)
     print(summary)
     print(f"total {time.time() - t0:.0f}s")
     return 0
-
-
-def _med(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.1f}" if xs else "–"
-
-
-def summarise(rows: list[dict[str, Any]], logo_params: dict[str, dict[str, Any]],
-              skipped: list[str]) -> str:
-    params = json.loads(PARAMS.read_text())
-    out = ["# Paper GPUs: predicted vs measured eager latency", "",
-           "Generated by `benchmarks/paper_gpus.py` from `shared/data/framework_tax/latency.csv`"
-           " (PyTorch 1.12 eager, the paper's measurements). MdAPE = median absolute percentage "
-           "error. *fit* = built-in profiles (parameters fitted on all three GPUs); *LOGO* = "
-           "leave-one-GPU-out (fitted on the other two GPUs, default `paper-host` host); "
-           "*MACs* = latency ∝ MACs fitted on the same points.", "",
-           f"Models predicted: {', '.join(sorted({r['model'] for r in rows}))}. "
-           "Not predicted: " + ", ".join(f"{m} ({SKIPPED_MODELS.get(m, 'not built')})"
-                                         for m in skipped) + "."
-           " Longformer only up to batch 4 (the tracer runs it for real).", "",
-           "| GPU | framework | precision | points | MdAPE fit | MdAPE LOGO | MdAPE MACs | "
-           "fit b≤4 | LOGO b≤4 | MACs b≤4 | fit b≥32 | LOGO b≥32 | MACs b≥32 |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    keys = sorted({(r["gpu"], r["framework"], r["precision"]) for r in rows})
-    for g, fw, dt in keys:
-        rs = [r for r in rows if (r["gpu"], r["framework"], r["precision"]) == (g, fw, dt)]
-        cells = []
-        for sel in (lambda r: True, lambda r: r["batch"] <= 4, lambda r: r["batch"] >= 32):
-            sub = [r for r in rs if sel(r)]
-            for col in ("predicted_s", "logo_s", "macs_proxy_s"):
-                cells.append(_med([ape(r[col], r["measured_s"]) for r in sub
-                                   if not math.isnan(r[col])]))
-        order = [cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7],
-                 cells[8]]
-        out.append(f"| {g} | {fw} | {dt} | {len(rs)} | " + " | ".join(order) + " |")
-    out += ["", "## Leave-one-GPU-out", "",
-            "| left-out GPU | points | MdAPE LOGO | MdAPE fit (same points) | target ≤ 25% |",
-            "|---|---|---|---|---|"]
-    for g in DATA_GPUS:
-        rs = [r for r in rows if r["gpu"] == g]
-        m = statistics.median(ape(r["logo_s"], r["measured_s"]) for r in rs)
-        out.append(f"| {g} | {len(rs)} | {m:.1f} | "
-                   f"{_med([ape(r['predicted_s'], r['measured_s']) for r in rs])} | "
-                   f"{'met' if m <= 25 else 'missed'} |")
-    out += ["", "## Crossover batch vs measured knee", "",
-            "Knee: where `max(plateau, slope·batch)` fitted to the measured curve in log space "
-            "turns linear. Crossover: `Prediction.crossover_batch` (host time = device time).", "",
-            "| model | GPU | precision | measured knee | crossover fit | ratio | crossover LOGO "
-            "| ratio | within 2× |", "|---|---|---|---|---|---|---|---|---|"]
-    for model in ("resnet50", "bert"):
-        for g in DATA_GPUS:
-            for dt in ("fp32", "fp16"):
-                rs = sorted((r for r in rows if (r["model"], r["gpu"], r["precision"]) ==
-                             (model, g, dt)), key=lambda r: r["batch"])
-                if len(rs) < 4:
-                    continue
-                k = knee(np.array([r["batch"] for r in rs], dtype=float),
-                         np.array([r["measured_s"] for r in rs]))
-                x_fit, x_logo = rs[0]["crossover_batch"], rs[0]["logo_crossover_batch"]
-                rf = x_fit / k if x_fit else float("nan")
-                rl = x_logo / k if x_logo else float("nan")
-                ok = all(0.5 <= r <= 2.0 for r in (rf, rl))
-                fmt = lambda x: f"{x:.1f}" if x else "none"  # noqa: E731
-                out.append(f"| {model} | {g} | {dt} | {k:.1f} | {fmt(x_fit)} | {rf:.2f} | "
-                           f"{fmt(x_logo)} | {rl:.2f} | {'yes' if ok else 'no'} |")
-    out += ["", "## Fitted parameters (built-in profiles)", "", "```json",
-            json.dumps({k: params[k] for k in ("fitted_on_gpus", "fit", "device",
-                                               "launches_per_op", "host_events_eager_ref_s")},
-                       indent=1),
-            json.dumps({h: {"speed_factor": v["speed_factor"]}
-                        for h, v in params["hosts"].items()}, indent=1), "```", "",
-            "LOGO fits (device parameters):", "", "```json",
-            json.dumps({g: {"device": p["device"], "fit": p["fit"]}
-                        for g, p in logo_params.items()}, indent=1), "```", ""]
-    return "\n".join(out)
-
-
-def plot(rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"RTX-8000": "tab:green", "TitanX": "tab:blue", "1080Ti": "tab:orange"}
-    for model, title in (("resnet50", "ResNet-50"), ("bert", "BERT-Base")):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-        for ax, dt in zip(axes, ("fp32", "fp16")):
-            for g, c in colors.items():
-                rs = sorted((r for r in rows if (r["model"], r["gpu"], r["precision"]) ==
-                             (model, g, dt)), key=lambda r: r["batch"])
-                if not rs:
-                    continue
-                b = [r["batch"] for r in rs]
-                ax.plot(b, [r["measured_s"] * 1e3 for r in rs], "o-", color=c, label=f"{g} measured")
-                ax.plot(b, [r["predicted_s"] * 1e3 for r in rs], "--", color=c, label=f"{g} predicted")
-                ax.plot(b, [r["logo_s"] * 1e3 for r in rs], ":", color=c, label=f"{g} LOGO")
-                if rs[0]["crossover_batch"]:
-                    ax.axvline(rs[0]["crossover_batch"], color=c, alpha=0.3, lw=1)
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("batch size")
-            ax.set_title(f"{title} ({dt}, PyTorch eager)")
-            ax.grid(True, which="both", alpha=0.3)
-        axes[0].set_ylabel("latency (ms)")
-        axes[1].legend(fontsize=7, ncol=1)
-        fig.suptitle("Predicted vs measured (Framework Tax data); vertical lines: predicted "
-                     "crossover", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(RESULTS / f"paper-gpus-{model}.png", dpi=110)
-        plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+import statistics
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,39 @@ def test_resnet50_predicted_launches_match_profiler(resnet50: nn.Module) -> None
     assert abs(p.n_launches - _trace_launches("fp32")) <= 0.1 * _trace_launches("fp32")
 
 
+def _ort_trace_launches(dtype: str) -> float:
+    """Median over batch sizes of the per-batch median kernel count of ResNet-50 under ONNX
+    Runtime (CUDA EP) in the traces. Each run wrote two files, fp32 first, then fp16."""
+    if not TRACES_CSV.is_file():
+        pytest.skip(f"{TRACES_CSV} not found")
+    with open(TRACES_CSV, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["model"] == "resnet50"
+                and r["framework"] == "ONNXRuntime-CUDA" and r["precision"].startswith("fp32 (1st")]
+    runs: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for r in rows:
+        name = r["file"].split("/")[-1]
+        runs.setdefault((r["dir"], name.split(".")[0]), []).append((name, int(r["kernels"])))
+    by_batch: dict[int, list[int]] = {}
+    for (d, _), files in runs.items():
+        files.sort()
+        i = 0 if dtype == "fp32" else 1
+        if i < len(files):
+            by_batch.setdefault(int(d.split("batch")[-1]), []).append(files[i][1])
+    return float(statistics.median(statistics.median(v) for v in by_batch.values()))
+
+
+@needs_api
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_resnet50_onnxruntime_launches_match_profiler(dtype: str) -> None:
+    pytest.importorskip("onnxruntime")
+    # fp32: 73 (batch 1), 129-130 (16), 114-115 (32, 64) kernels; fp16: 240, 279-283, 268, 258
+    measured = _ort_trace_launches(dtype)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval()  # ONNX export needs real weights
+    p = ftmodel.predict_latency(model, "onnxruntime", "rtx8000", 1, inputs=_images, dtype=dtype)
+    assert abs(p.n_launches - measured) <= 0.1 * measured, (p.n_launches, measured)
+
+
 # ---- predictions of the paper's findings ------------------------------------------------------
 
 @needs_api
@@ -250,11 +284,18 @@ def test_bert_batch1_not_faster_on_a100_than_v100(bert: nn.Module) -> None:
 
 @needs_api
 def test_doubling_bert_width_barely_changes_batch1(bert: nn.Module) -> None:
+    # Finding 4: width costs nothing *while framework-bound*. Doubling the width is 4x the GEMM
+    # MACs, so at batch 1 the wide model does about BERT-Base's batch-4 work. In fp16 BERT-Base
+    # on the RTX 8000 is framework-bound to batch ~20 (measured knee ~22 in latency.csv): the
+    # claim's condition holds with room to spare. In fp32 its measured knee is at batch ~5
+    # (eager 10.5 ms at batch 1, 11.3 ms at 4, 20 ms at 8; ONNX Runtime, compute-bound, 4.2 ms
+    # at batch 1 in the paper's Figure 3), so 4x the MACs reaches the knee: not the claim's case.
     wide = _hf("BertModel", transformers.BertConfig(hidden_size=1536, intermediate_size=6144,
                                                     num_attention_heads=24))
-    base = ftmodel.predict_latency(bert, "eager", "rtx8000", 1)
-    p = ftmodel.predict_latency(wide, "eager", "rtx8000", 1)
+    base = ftmodel.predict_latency(bert, "eager", "rtx8000", 1, dtype="fp16")
+    p = ftmodel.predict_latency(wide, "eager", "rtx8000", 1, dtype="fp16")
     assert p.macs > 3.5 * base.macs
+    assert p.regime == base.regime == "framework-bound"
     assert abs(p.latency_s / base.latency_s - 1.0) < 0.10
     # ...but the wider model turns compute-bound at a smaller batch
     assert p.crossover_batch is not None and base.crossover_batch is not None

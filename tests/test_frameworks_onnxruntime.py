@@ -205,3 +205,22 @@ def test_predict_latency_uses_lower_model(profile_factory: Any) -> None:
     expected = ort_fw.lower_model(model, torch.randn(1, IN), 4)
     assert p.framework == "onnxruntime" and p.n_launches == expected.n_launches
     assert p.macs == 4 * IN * HID + 4 * HID * OUT
+
+
+def _small_vit() -> nn.Module:
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    return torchvision.models.VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+        num_classes=10).eval()
+
+
+def test_torchvision_vit_lowers_with_mha_fastpath_off_during_export() -> None:
+    # In eval mode under no_grad nn.MultiheadAttention takes PyTorch's fused fast path
+    # (_native_multi_head_attention), which has no ONNX conversion; the export turns it off.
+    assert torch.backends.mha.get_fastpath_enabled()
+    prog = ort_fw.lower_model(_small_vit(), torch.randn(1, 3, 32, 32), 1)
+    assert torch.backends.mha.get_fastpath_enabled()  # restored
+    # one softmax (or one fused ORT Attention node) per layer: the attention was exported
+    ops = [k.op_class for k in prog.kernels]
+    assert ops.count("softmax") + ops.count("attention") >= 2 and prog.macs > 0

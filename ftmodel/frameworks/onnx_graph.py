@@ -469,9 +469,17 @@ def _members(node: Any, attrs: dict[str, Any]) -> tuple[str, ...]:
 
 def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
                original: Any = None, module_names: frozenset[str] = frozenset(),
-               strip_prefix: str = "", extra_warnings: Sequence[str] = ()) -> Program:
-    """The Program of an ONNX Runtime optimized graph (see the module docstring)."""
+               strip_prefix: str = "", extra_warnings: Sequence[str] = (),
+               float_elem: int | None = None) -> Program:
+    """The Program of an ONNX Runtime optimized graph (see the module docstring).
+
+    ``float_elem``: price float32 tensors as this ONNX element type instead (10 = float16,
+    16 = bfloat16) — for a graph optimized in float32 on behalf of a lower-precision run."""
     g = optimized.graph
+
+    def et(e: int) -> int:
+        return float_elem if float_elem is not None and e == 1 else e
+
     shapes = _ShapePass(optimized)
     order = _topological(list(g.node), set(shapes.known))
     shapes.run(order)
@@ -498,14 +506,14 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         op_class = op_class_of(node.op_type, a_rank, b_rank, int(attrs.get("group", 1)))
         if any(s is None for s, n in zip(ins + outs, list(node.input) + list(node.output)) if n):
             unknown[node.op_type] += 1
-        elem = {i: shapes.known[i].elem_type for i in node.input if i in shapes.known}
+        elem = {i: et(shapes.known[i].elem_type) for i in node.input if i in shapes.known}
         read = sum(_numel(shapes.shape(i)) * _ELEM_SIZE.get(elem.get(i, 1), 4)
                    for i in dict.fromkeys(node.input) if i)
         weights = sum(_numel(shapes.shape(i)) * _ELEM_SIZE.get(elem.get(i, 1), 4)
                       for i in dict.fromkeys(node.input) if i in shapes.initializers)
         out_tensors = [shapes.known[o] for o in node.output if o and o in shapes.known]
-        written = sum(_numel(t.shape) * _ELEM_SIZE.get(t.elem_type, 4) for t in out_tensors)
-        out_dtype = out_tensors[0].elem_type if out_tensors else 1
+        written = sum(_numel(t.shape) * _ELEM_SIZE.get(et(t.elem_type), 4) for t in out_tensors)
+        out_dtype = et(out_tensors[0].elem_type if out_tensors else 1)
         macs = _macs(node.op_type, attrs, ins, outs)
         variant = "math" if node.op_type in MATH_OPS else ""
         kernels.append(make_kernel(op_class, macs, read, written,

@@ -14,6 +14,11 @@ Pipeline (all inputs static, at the requested batch):
    one), saving the graph it will run via ``SessionOptions.optimized_model_filepath``. ORT
    silently falls back to the CPU when a provider cannot load; that is checked and reported
    as :class:`~ftmodel.errors.BackendUnavailable` naming what is missing and how to install it.
+   For a GPU profile on a machine where the CUDA EP is not usable (no GPU), the CUDA EP's graph
+   is reproduced on the CPU EP instead (:mod:`ftmodel.frameworks.onnx_cuda`: ORT's level 1-2
+   transformers without the CPU-only ones, ONNX Runtime 1.12's CUDA conv-activation fusion,
+   float tensors priced in the requested dtype); the Program carries a warning saying so and
+   the artifact cannot run (``runner`` raises BackendUnavailable).
 3. **Lower** the optimized graph with :func:`ftmodel.frameworks.onnx_graph.lower_onnx` (one
    Kernel per launching node, views as host events, MACs/bytes from the node shapes).
 
@@ -39,7 +44,7 @@ import torch
 from torch import nn
 
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
-from ftmodel.frameworks import feasibility
+from ftmodel.frameworks import feasibility, onnx_cuda
 from ftmodel.frameworks._common import (
     ArtifactCache,
     PositionalModule,
@@ -143,7 +148,7 @@ def check_provider(provider: str) -> None:
 class OrtArtifact:
     """An exported, optimized ONNX Runtime session and what it was lowered to."""
 
-    session: Any  # onnxruntime.InferenceSession
+    session: Any  # onnxruntime.InferenceSession; None for an emulated CUDA graph
     feeds: dict[str, Any]  # input name -> numpy array
     program: Program
     provider: str
@@ -153,6 +158,9 @@ class OrtArtifact:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def run(self) -> object:
+        if self.session is None:
+            raise BackendUnavailable("this ONNX Runtime artifact was reproduced for prediction "
+                                     "only (emulated CUDA graph); it cannot run here")
         return self.session.run(None, self.feeds)
 
 
@@ -160,7 +168,20 @@ CACHE: ArtifactCache[OrtArtifact] = ArtifactCache(maxsize=4)
 
 
 def _export(wrapper: PositionalModule, path: Path) -> str:
+    """Export ``wrapper`` to ONNX at ``path``; returns the exporter used. PyTorch's fused
+    ``nn.MultiheadAttention`` fast path (``_native_multi_head_attention``, taken in eval mode
+    under ``no_grad``, e.g. by torchvision's ViT) has no ONNX conversion, so it is switched off
+    for the export (and restored): the exported graph is the composite attention."""
     names = [f"input_{i}" for i in range(len(wrapper.example))]
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        return _export_unfused(wrapper, path, names)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
+def _export_unfused(wrapper: PositionalModule, path: Path, names: list[str]) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notices, TracerWarnings (see feasibility)
         try:
@@ -193,17 +214,22 @@ def _session_error(err: Exception, names: frozenset[str]) -> FrameworkUnsupporte
 
 def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
           dtype: str = "fp32", provider: str = "CPUExecutionProvider",
-          enable_profiling: bool = False, profile_dir: str | None = None) -> OrtArtifact:
+          enable_profiling: bool = False, profile_dir: str | None = None,
+          emulate_cuda: bool = False) -> OrtArtifact:
     """Export, optimize and lower (uncached). ``enable_profiling`` turns on ORT's profiler
     (its JSON lands in ``profile_dir``, default the system temp dir; call
-    ``artifact.session.end_profiling()`` after running)."""
+    ``artifact.session.end_profiling()`` after running). ``emulate_cuda`` reproduces the CUDA
+    EP's graph on the CPU EP (:mod:`ftmodel.frameworks.onnx_cuda`): nothing is run, the
+    artifact has no session."""
     import onnx
     import onnxruntime as ort
 
     feasibility.precheck(NAME, trace)
-    check_provider(provider)
-    net = model_in_dtype(model, dtype, "cpu")
-    inp = real_inputs(model, inputs, batch, dtype, "cpu")
+    if not emulate_cuda:
+        check_provider(provider)
+    export_dtype = "fp32" if emulate_cuda else dtype
+    net = model_in_dtype(model, export_dtype, "cpu")
+    inp = real_inputs(model, inputs, batch, export_dtype, "cpu")
     names = module_names(net)
     with eval_no_grad(net), tempfile.TemporaryDirectory(prefix="ftmodel-ort-") as tmp:
         exported, optimized_path = Path(tmp) / "model.onnx", Path(tmp) / "optimized.onnx"
@@ -214,58 +240,106 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
             raise
         except Exception as err:
             raise feasibility.from_export_error(NAME, err, trace) from err
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = str(optimized_path)
-        so.log_severity_level = 3
-        so.intra_op_num_threads = max(1, torch.get_num_threads())
-        if enable_profiling:
-            so.enable_profiling = True
-            so.profile_file_prefix = str(Path(profile_dir or tempfile.gettempdir())
-                                         / "ftmodel_ort_profile")
+        session = None
         try:
-            session = ort.InferenceSession(str(exported), so, providers=[provider])
+            if emulate_cuda:
+                optimized = onnx_cuda.cuda_graph_on_cpu(exported, optimized_path,
+                                                        torch.get_num_threads())
+            else:
+                session = _session(exported, optimized_path, provider, enable_profiling,
+                                   profile_dir)
+                optimized = onnx.load(str(optimized_path), load_external_data=False)
         except Exception as err:
             raise _session_error(err, names) from err
         original = onnx.load(str(exported), load_external_data=False)
-        optimized = onnx.load(str(optimized_path), load_external_data=False)
     notes = [] if exporter == "torchscript" else [(
         "exported with the dynamo ONNX exporter (the TorchScript-based one is unavailable); "
         "node names carry fewer module paths")]
+    float_elem = None
+    if emulate_cuda:
+        onnx_cuda.fuse_conv_activation_cuda(optimized, dtype)
+        notes.append(onnx_cuda.EMULATION_NOTE)
+        float_elem = _FLOAT_ELEM[dtype]
     program = lower_onnx(optimized, framework=NAME, batch=batch, original=original,
                          module_names=names, strip_prefix=PositionalModule.PREFIX,
-                         extra_warnings=notes)
-    feed_names = [i.name for i in session.get_inputs()]
+                         extra_warnings=notes, float_elem=float_elem)
     by_name = {f"input_{i}": t for i, t in enumerate(wrapper.example)}
+    feed_names = [i.name for i in session.get_inputs()] if session is not None else []
     feeds = {n: by_name[n].detach().cpu().numpy() for n in feed_names if n in by_name}
     return OrtArtifact(session, feeds, program, provider, exporter,
-                       tuple(n.op_type for n in optimized.graph.node))
+                       tuple(n.op_type for n in optimized.graph.node),
+                       extra={"emulated_cuda": emulate_cuda})
+
+
+_FLOAT_ELEM = {"fp32": 1, "tf32": 1, "fp16": 10, "bf16": 16}  # ONNX TensorProto elem types
+
+
+def _session(exported: Path, optimized_path: Path, provider: str, enable_profiling: bool,
+             profile_dir: str | None) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(optimized_path)
+    so.log_severity_level = 3
+    so.intra_op_num_threads = max(1, torch.get_num_threads())
+    if enable_profiling:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(Path(profile_dir or tempfile.gettempdir())
+                                     / "ftmodel_ort_profile")
+    return ort.InferenceSession(str(exported), so, providers=[provider])
+
+
+def _emulate(provider: str, emulate: bool | None) -> bool:
+    """Reproduce the CUDA EP's graph on the CPU EP? Always when asked; automatically when the
+    CUDA EP is not usable here; never for other providers."""
+    if provider != PROVIDERS["cuda"]:
+        if emulate:
+            raise InvalidArgumentError(f"emulate=True reproduces the CUDA execution provider's "
+                                       f"graph; it does not apply to {provider!r}")
+        return False
+    if emulate is not None:
+        return emulate
+    return _provider_problem(provider) is not None
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
-              device: str, dtype: str | None, provider: str | None) -> OrtArtifact:
+              device: str, dtype: str | None, provider: str | None,
+              emulate: bool | None = None) -> OrtArtifact:
     dtype = dtype or trace_dtype(trace)
     provider = provider or provider_for(device)
     feasibility.precheck(NAME, trace)
-    check_provider(provider)
+    emulated = _emulate(provider, emulate)
+    if not emulated:
+        check_provider(provider)
     with torch.no_grad():
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
     return CACHE.get_or_build(
-        model, (batch, dtype, provider, sig),
-        lambda: build(model, inputs, batch, trace, dtype=dtype, provider=provider))
+        model, (batch, dtype, provider, emulated, sig),
+        lambda: build(model, inputs, batch, trace, dtype=dtype, provider=provider,
+                      emulate_cuda=emulated))
 
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
                 device: str = "cpu", dtype: str | None = None,
-                provider: str | None = None) -> Program:
-    """The Program ONNX Runtime runs for ``model`` at ``batch`` (cached; see module doc)."""
-    return _artifact(model, inputs, batch, trace, device, dtype, provider).program
+                provider: str | None = None, emulate: bool | None = None) -> Program:
+    """The Program ONNX Runtime runs for ``model`` at ``batch`` (cached; see module doc).
+    ``emulate`` (CUDA only): reproduce the CUDA EP's graph on the CPU EP; default: when the
+    CUDA EP is not usable here."""
+    return _artifact(model, inputs, batch, trace, device, dtype, provider, emulate).program
 
 
 def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",
            dtype: str = "fp32", provider: str | None = None) -> Callable[[], object]:
     """A zero-argument callable running one inference of the cached session."""
-    return _artifact(model, inputs, batch, None, device, dtype, provider).run
+    art = _artifact(model, inputs, batch, None, device, dtype, provider)
+    if art.session is None:
+        raise BackendUnavailable(
+            f"onnxruntime cannot run on {provider or provider_for(device)!r} here: the CUDA "
+            "execution provider is not usable on this machine (its graph was only reproduced "
+            "for prediction); live measurement needs an NVIDIA GPU with onnxruntime-gpu's CUDA "
+            "libraries")
+    return art.run
 
 
 def lower(trace: Trace) -> Program:

@@ -7,7 +7,10 @@ Pipeline: ``torch.jit.trace`` of the model (behind a positional-tensor wrapper) 
 ``no_grad``, ``torch.jit.freeze``, ``torch.jit.optimize_for_inference`` (conv-bn folding,
 linear folding, and on the CPU the MKLDNN conversion: ``to_mkldnn``/``to_dense`` reorders and
 ``prim::mkldnn_convolution``), then ``1 + num_profiled_runs`` warm-up calls so the profiling
-executor specializes, and ``torch.jit.last_executed_optimized_graph()``: the artifact.
+executor specializes, and ``torch.jit.last_executed_optimized_graph()``: the artifact. This is
+the CPU pipeline. For a GPU profile (``device="cuda"``) the artifact is the traced, unfrozen graph
+as the Framework Tax paper ran it, counted without a GPU: see
+:mod:`ftmodel.frameworks.torchscript_cuda`.
 
 Counting semantics
 ------------------
@@ -64,6 +67,12 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
+from ftmodel.frameworks.torchscript_cuda import (
+    CudaTsArtifact,
+    build_cuda,
+    call_aten_node,
+    jit_trace,
+)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import Trace
@@ -165,25 +174,9 @@ class _Interp:
             val = self.fake_mode.from_tensor(val)
         return val
 
-    def call_aten(self, node: Any, name: str, args: list[Any]) -> tuple[Any, Any]:
-        packet = getattr(torch.ops.aten, name)
-        schema = node.schema()
-        overload = "default"
-        if "(" in schema:
-            head = schema.split("(")[0]
-            overload = head.split(".", 1)[1] if "." in head.split("::")[-1] else "default"
-        op = getattr(packet, overload)
-        pos, kw = [], {}
-        for spec, val in zip(op._schema.arguments, args):
-            if spec.kwarg_only:
-                kw[spec.name] = val
-            else:
-                pos.append(val)
-        return op, op(*pos, **kw)
-
     def evaluate(self, node: Any, args: list[Any]) -> tuple[Any, Any]:
         kind = node.kind()
-        ns, _, name = kind.partition("::")
+        ns = kind.partition("::")[0]
         if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
             return None, list(args) if kind == "prim::ListConstruct" else tuple(args)
         if kind in ("prim::ListUnpack", "prim::TupleUnpack"):
@@ -205,7 +198,7 @@ class _Interp:
             return None, torch.ops.aten.convolution(x, w, b, stride, pad, dil, False, [0, 0],
                                                     groups)
         if ns == "aten":
-            return self.call_aten(node, name, args)
+            return call_aten_node(node, args)
         raise NotImplementedError(kind)
 
     def run_block(self, block: Any) -> list[Any]:
@@ -408,7 +401,7 @@ class TsArtifact:
             return self.module(*self.example)
 
 
-CACHE: ArtifactCache[TsArtifact] = ArtifactCache(maxsize=4)
+CACHE: ArtifactCache[TsArtifact | CudaTsArtifact] = ArtifactCache(maxsize=4)
 
 
 def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
@@ -421,14 +414,8 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     wrapper = PositionalModule(net, inp).eval()
     with eval_no_grad(net), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notices; TracerWarnings (feasibility doc)
-        try:
-            traced = torch.jit.trace(  # type: ignore[no-untyped-call]
-                wrapper, wrapper.example, check_trace=False)
-            module = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
-        except FrameworkUnsupported:
-            raise
-        except Exception as err:
-            raise feasibility.from_export_error(NAME, err, trace) from err
+        module = jit_trace(wrapper, trace,
+                           lambda t: torch.jit.optimize_for_inference(torch.jit.freeze(t)))
         runs = 1 + int(getattr(torch._C, "_jit_get_num_profiled_runs", lambda: 1)())
         for _ in range(runs):
             module(*wrapper.example)
@@ -439,24 +426,19 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
 
 def _device(device: str) -> str:
     key = str(device).split(":")[0].lower()
-    if key in ("cuda", "gpu"):
-        if not torch.cuda.is_available():
-            from ftmodel.errors import BackendUnavailable
-            raise BackendUnavailable(
-                "torchscript for a GPU profile counts the graph the CUDA executor specializes "
-                "(NNC fusion groups), which needs a CUDA device and a CUDA build of torch; none "
-                "is available here")
-        return "cuda"
-    return "cpu"
+    return "cuda" if key in ("cuda", "gpu") else "cpu"
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
-              device: str, dtype: str | None) -> TsArtifact:
+              device: str, dtype: str | None) -> TsArtifact | CudaTsArtifact:
     dtype = dtype or trace_dtype(trace)
     feasibility.precheck(NAME, trace)
     dev = _device(device)
     with torch.no_grad():
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
+    if dev == "cuda":  # the traced graph the GPU executor runs, counted here (no GPU needed)
+        return CACHE.get_or_build(model, (batch, dtype, dev, sig),
+                                  lambda: build_cuda(model, inputs, batch, trace, dtype=dtype))
     return CACHE.get_or_build(model, (batch, dtype, dev, sig),
                               lambda: build(model, inputs, batch, trace, dtype=dtype,
                                             device=dev))
@@ -464,14 +446,17 @@ def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | No
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
                 device: str = "cpu", dtype: str | None = None) -> Program:
-    """The Program the frozen TorchScript graph runs for ``model`` at ``batch`` (cached)."""
+    """The Program TorchScript runs for ``model`` at ``batch`` (cached): on the CPU the frozen,
+    optimized graph; for a GPU profile the traced graph as the CUDA executor runs it
+    (:mod:`ftmodel.frameworks.torchscript_cuda`)."""
     return _artifact(model, inputs, batch, trace, device, dtype).program
 
 
 def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",
            dtype: str = "fp32") -> Callable[[], object]:
-    """A zero-argument callable running the cached frozen module once."""
-    return _artifact(model, inputs, batch, None, device, dtype).run
+    """A zero-argument callable running the cached artifact once (on the GPU for "cuda")."""
+    art = _artifact(model, inputs, batch, None, device, dtype)
+    return art.runner() if isinstance(art, CudaTsArtifact) else art.run
 
 
 def lower(trace: Trace) -> Program:

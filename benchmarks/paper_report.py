@@ -1,0 +1,318 @@
+"""Summary tables and Figure-4-style plots of ``paper_gpus.py`` (see its docstring)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fit_gpu_efficiency import BOUNDS, DEVICE_KEYS, Group
+from gpu_common import DATA_GPUS
+from gpu_launches import trace_launch_counts
+
+FRAMEWORK_ORDER = ("eager", "torchscript", "onnxruntime-cuda")
+Row = dict[str, Any]
+
+
+def ape(pred: float, meas: float) -> float:
+    return abs(pred - meas) / meas * 100.0
+
+
+def _med(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f}" if xs else "–"
+
+
+def _mdape(rows: list[Row], col: str, sel: Callable[[Row], bool] = lambda r: True) -> str:
+    return _med([ape(r[col], r["measured_s"]) for r in rows if sel(r)
+                 and not math.isnan(r[col])])
+
+
+SMALL = (lambda r: r["batch"] <= 4)
+LARGE = (lambda r: r["batch"] >= 32)
+
+
+def _per_key_table(rows: list[Row]) -> list[str]:
+    out = ["| GPU | framework | precision | points | MdAPE fit | MdAPE LOGO | MdAPE MACs | "
+           "fit b≤4 | LOGO b≤4 | MACs b≤4 | fit b≥32 | LOGO b≥32 | MACs b≥32 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    keys = sorted({(r["gpu"], r["framework"], r["precision"]) for r in rows})
+    for key in keys:
+        rs = [r for r in rows if (r["gpu"], r["framework"], r["precision"]) == key]
+        cells = [_mdape(rs, col, sel) for sel in (lambda r: True, SMALL, LARGE)
+                 for col in ("predicted_s", "logo_s", "macs_proxy_s")]
+        out.append(f"| {' | '.join(key)} | {len(rs)} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _logo_table(rows: list[Row]) -> list[str]:
+    out = ["| left-out GPU | framework | points | MdAPE LOGO | LOGO b≤4 | LOGO b≥32 | "
+           "MdAPE fit (same points) | MdAPE MACs | target ≤ 25% |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for g in DATA_GPUS:
+        for fw in ("all", *FRAMEWORK_ORDER):
+            rs = [r for r in rows if r["gpu"] == g and fw in ("all", r["framework"])]
+            if not rs:
+                continue
+            m = statistics.median(ape(r["logo_s"], r["measured_s"]) for r in rs)
+            verdict = ("met" if m <= 25 else "missed") if fw == "all" else ""
+            name = "**all**" if fw == "all" else fw
+            out.append(f"| {g} | {name} | {len(rs)} | {m:.1f} | {_mdape(rs, 'logo_s', SMALL)} | "
+                       f"{_mdape(rs, 'logo_s', LARGE)} | {_mdape(rs, 'predicted_s')} | "
+                       f"{_mdape(rs, 'macs_proxy_s')} | {verdict} |")
+    return out
+
+
+def _crossover_table(rows: list[Row]) -> list[str]:
+    from paper_gpus import knee
+    out = ["| model | GPU | framework | precision | measured knee | crossover fit | ratio | "
+           "crossover LOGO | ratio | knee of predicted curve (fit / LOGO) | crossover within 2× |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda x: f"{x:.1f}" if x else "none"  # noqa: E731
+    for model in ("resnet50", "bert"):
+        for g in DATA_GPUS:
+            for fw in FRAMEWORK_ORDER:
+                for dt in ("fp32", "fp16"):
+                    rs = sorted((r for r in rows if (r["model"], r["gpu"], r["framework"],
+                                                     r["precision"]) == (model, g, fw, dt)),
+                                key=lambda r: r["batch"])
+                    if len(rs) < 4:
+                        continue
+                    b = np.array([r["batch"] for r in rs], dtype=float)
+                    k = knee(b, np.array([r["measured_s"] for r in rs]))
+                    kf = knee(b, np.array([r["predicted_s"] for r in rs]))
+                    kl = knee(b, np.array([r["logo_s"] for r in rs]))
+                    x_fit, x_logo = rs[-1]["crossover_batch"], rs[-1]["logo_crossover_batch"]
+                    rf = x_fit / k if x_fit else float("nan")
+                    rl = x_logo / k if x_logo else float("nan")
+                    ok = all(0.5 <= r <= 2.0 for r in (rf, rl))
+                    out.append(f"| {model} | {g} | {fw} | {dt} | {k:.1f} | {fmt(x_fit)} | "
+                               f"{rf:.2f} | {fmt(x_logo)} | {rl:.2f} | {kf / k:.2f} / "
+                               f"{kl / k:.2f} | {'yes' if ok else 'no'} |")
+    return out
+
+
+def _launch_table(rows: list[Row]) -> list[str]:
+    counts = trace_launch_counts()
+    out = ["| framework | precision | predicted kernels | traced kernels by batch (median per "
+           "batch) | median | predicted / median |", "|---|---|---|---|---|---|"]
+    for fw, label in (("eager", "eager"), ("onnxruntime", "onnxruntime-cuda")):
+        for dt in ("fp32", "fp16"):
+            pred = [r["n_launches"] for r in rows if (r["model"], r["gpu"], r["framework"],
+                                                      r["precision"]) ==
+                    ("resnet50", "RTX-8000", label, dt) and r["batch"] >= 2]
+            by_b = counts[fw][dt]
+            med = statistics.median(by_b.values())
+            if not pred:
+                continue
+            out.append(f"| {label} | {dt} | {pred[0]} | "
+                       + ", ".join(f"{b}: {v:g}" for b, v in by_b.items())
+                       + f" | {med:g} | {pred[0] / med:.2f} |")
+    return out
+
+
+def _bounds_hit(device: dict[str, float]) -> str:
+    hits = [k for k in DEVICE_KEYS if k in BOUNDS and any(
+        abs(math.log(device[k] / b)) < 1e-3 for b in BOUNDS[k])]
+    return ", ".join(hits) if hits else "none"
+
+
+def summarise(rows: list[Row], params: dict[str, Any], logo: dict[str, dict[str, Any]],
+              skipped: dict[str, int], check: list[str], groups: list[Group]) -> str:
+    out = ["# Paper GPUs: predicted vs measured latency, every framework", "",
+           "Generated by `benchmarks/paper_gpus.py` from `shared/data/framework_tax/latency.csv` "
+           "(PyTorch 1.12 eager and TorchScript, ONNX Runtime 1.12 CUDA EP; the paper's "
+           "measurements). MdAPE = median absolute percentage error. *fit* = built-in profiles "
+           "(parameters fitted on all three GPUs); *LOGO* = leave-one-GPU-out (fitted on the "
+           "other two GPUs, default `paper-host` host); *MACs* = latency ∝ MACs fitted on the "
+           "same points (per GPU × framework × precision).", "",
+           f"Points predicted: {len(rows)} ({', '.join(f'{fw}: ' + str(sum(r['framework'] == fw for r in rows)) for fw in FRAMEWORK_ORDER)}); "
+           f"models: {', '.join(sorted({r['model'] for r in rows}))}. Longformer only up to "
+           "batch 4 (the tracer runs it for real). ONNX Runtime was measured on the RTX 8000 "
+           "only, so leaving the RTX 8000 out predicts it from the documented priors of its host "
+           "costs (`fit_gpu_efficiency.START`).", "", "Not predicted:", ""]
+    out += [f"* {n} points — {reason}" for reason, n in sorted(skipped.items())]
+    out += ["", "## Leave-one-GPU-out, over all models, frameworks and batch sizes", ""]
+    out += _logo_table(rows)
+    out += ["", "## Per GPU × framework × precision", ""]
+    out += _per_key_table(rows)
+    out += ["", "## Crossover batch vs measured knee (ResNet-50, BERT)", "",
+            "Measured knee: where `max(plateau, slope·batch)` fitted to the measured curve in log "
+            "space turns linear. Crossover: `Prediction.crossover_batch` (device time = host "
+            "time on the predicted curves; `none` = compute-bound from batch 1). The knee "
+            "estimator ignores the batch-independent part of device time (small kernels), so "
+            "the crossover sits below the knee whenever that part is large; the *knee of the "
+            "predicted curve* applies the measured knee's estimator to the predictions at the "
+            "measured batch sizes (ratio to the measured knee). The framework-bound plateau is "
+            "clearest under eager PyTorch (the paper's Figure 4); ONNX Runtime is compute-bound "
+            "almost from batch 1 on the RTX 8000.", ""]
+    out += _crossover_table(rows)
+    out += ["", "## Kernel launches: ResNet-50 on the RTX 8000 vs the profiler traces", "",
+            "Predicted: the Program's kernels after the device's helper-kernel expansion "
+            "(`launches_per_op`, fitted on these traces: `gpu_launches.py`). Traced: "
+            "`kernel_traces_rtx8000.csv`. cuDNN's algorithm choice changes the helper count with "
+            "batch size; the expansion is one expectation over batch sizes.", ""]
+    out += _launch_table(rows)
+    if check:
+        out += ["", "## Library check", "", "`ftmodel.predict_latency` with the built-in "
+                "profiles against this benchmark's arrays:", ""]
+        out += [f"* {c}" for c in check]
+    dev = params["device"]
+    out += ["", "## Fitted parameters (built-in profiles)", "",
+            f"Device parameters at a physical bound (`fit_gpu_efficiency.BOUNDS`): "
+            f"{_bounds_hit(dev)}.", "", "```json",
+            json.dumps({k: params[k] for k in ("fitted_on_gpus", "fit", "device",
+                                               "launches_per_op", "host_events_ref_s")},
+                       indent=1),
+            json.dumps({h: {"speed_factor": v["speed_factor"]}
+                        for h, v in params["hosts"].items()}, indent=1), "```", "",
+            "LOGO fits (device parameters):", "", "```json",
+            json.dumps({g: {"device": p["device"], "fit": p["fit"]}
+                        for g, p in logo.items()}, indent=1), "```", ""]
+    return "\n".join(out)
+
+
+def plot(rows: list[Row], results: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"RTX-8000": "tab:green", "TitanX": "tab:blue", "1080Ti": "tab:orange"}
+    for model, title in (("resnet50", "ResNet-50"), ("bert", "BERT-Base")):
+        fig, axes = plt.subplots(3, 2, figsize=(11, 11), sharey=True)
+        for ax_row, fw in zip(axes, FRAMEWORK_ORDER):
+            for ax, dt in zip(ax_row, ("fp32", "fp16")):
+                for g, c in colors.items():
+                    rs = sorted((r for r in rows if (r["model"], r["gpu"], r["framework"],
+                                                     r["precision"]) == (model, g, fw, dt)),
+                                key=lambda r: r["batch"])
+                    if not rs:
+                        continue
+                    b = [r["batch"] for r in rs]
+                    ms = lambda col: [r[col] * 1e3 for r in rs]  # noqa: E731
+                    ax.plot(b, ms("measured_s"), "o-", color=c, label=f"{g} measured")
+                    ax.plot(b, ms("predicted_s"), "--", color=c, label=f"{g} predicted")
+                    ax.plot(b, ms("logo_s"), ":", color=c, label=f"{g} LOGO")
+                    ax.plot(b, ms("macs_proxy_s"), "-.", color=c, alpha=0.35, lw=1,
+                            label=f"{g} MACs proxy")
+                    if rs[-1]["crossover_batch"]:
+                        ax.axvline(rs[-1]["crossover_batch"], color=c, alpha=0.3, lw=1)
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_title(f"{title} — {fw}, {dt}", fontsize=9)
+                ax.grid(True, which="both", alpha=0.3)
+            ax_row[0].set_ylabel("latency (ms)")
+        for ax in axes[-1]:
+            ax.set_xlabel("batch size")
+        axes[0][1].legend(fontsize=6, ncol=2)
+        fig.suptitle("Predicted vs measured (Framework Tax data); vertical lines: predicted "
+                     "crossover", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(results / f"paper-gpus-{model}.png", dpi=100)
+        plt.close(fig)
+
+
+FIGURE_SERIES = {"PyTorch": "eager", "TorchScript": "torchscript", "ONNX Runtime": "onnxruntime-cuda"}
+FIGURE_PANELS = {"resnet50": "ResNet-50", "bert": "BERT"}
+
+
+def figure_points() -> dict[tuple[str, str, str], list[tuple[int, float]]]:
+    """The paper's Figure 3 framework sweeps on the RTX 8000 (``figures_rtx8000.csv``,
+    ``baselines-revised.pdf``): (model, framework, precision) -> [(batch, seconds)]."""
+    import csv
+
+    from gpu_common import FIGURES_CSV
+    out: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    panels = {v: k for k, v in FIGURE_PANELS.items()}
+    with open(FIGURES_CSV, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["figure"] != "figs/baselines-revised.pdf" or r["series"] not in FIGURE_SERIES:
+                continue
+            name, dt = r["panel"].split(" (")
+            key = (panels[name], FIGURE_SERIES[r["series"]], dt.rstrip(")"))
+            out.setdefault(key, []).append((int(float(r["x"])), float(r["latency_ms"]) * 1e-3))
+    return out
+
+
+def plot_frameworks(rows: list[Row], curves: dict[tuple[str, str, str], tuple[list[int],
+                                                                             list[float]]],
+                    results: Path) -> list[str]:
+    """``paper-frameworks-rtx8000-<model>.png``: predicted latency over batch size per framework
+    (built-in ``rtx8000`` profile, its fitted paper host) beside the measured points
+    (latency.csv: filled; the paper's Figure 3: hollow). Returns the summary lines: the
+    predicted and measured speed-up of each framework over eager at batch 1 and at the largest
+    common batch."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs = figure_points()
+    colors = {"eager": "tab:red", "torchscript": "tab:blue", "onnxruntime-cuda": "tab:green"}
+    lines = ["| model | precision | framework | batch | predicted ms | measured ms | "
+             "predicted / eager | measured / eager |", "|---|---|---|---|---|---|---|---|"]
+    for model, title in FIGURE_PANELS.items():
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for ax, dt in zip(axes, ("fp32", "fp16")):
+            for fw, c in colors.items():
+                if (model, fw, dt) not in curves:
+                    continue
+                b, lat = curves[(model, fw, dt)]
+                ax.plot(b, [v * 1e3 for v in lat], "-", color=c, label=f"{fw} predicted")
+                meas = sorted((r["batch"], r["measured_s"]) for r in rows
+                              if (r["gpu"], r["model"], r["framework"], r["precision"])
+                              == ("RTX-8000", model, fw, dt))
+                if meas:
+                    ax.plot([m[0] for m in meas], [m[1] * 1e3 for m in meas], "o", color=c,
+                            ms=4, label=f"{fw} measured")
+                fp = sorted(figs.get((model, fw, dt), []))
+                if fp:
+                    ax.plot([m[0] for m in fp], [m[1] * 1e3 for m in fp], "o", color=c, ms=7,
+                            mfc="none", label=f"{fw} paper Fig. 3")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("batch size")
+            ax.set_ylabel("latency (ms)")
+            ax.set_title(f"{title}, {dt}, Quadro RTX 8000", fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6)
+            measured = {(fw, r["batch"]): r["measured_s"] for r in rows
+                        for fw in FRAMEWORK_ORDER
+                        if (r["gpu"], r["model"], r["framework"], r["precision"])
+                        == ("RTX-8000", model, fw, dt)}
+            for (m, fw, d), pts in figs.items():  # the figure where latency.csv has no point
+                for b, v in pts:
+                    if (m, d) == (model, dt):
+                        measured.setdefault((fw, b), v)
+            lines += _speedup_lines(model, dt, curves, measured)
+        fig.suptitle("Framework comparison by prediction (built-in rtx8000 profile) vs the "
+                     "paper's measurements", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(results / f"paper-frameworks-rtx8000-{model}.png", dpi=100)
+        plt.close(fig)
+    return lines
+
+
+def _speedup_lines(model: str, dt: str, curves: dict[tuple[str, str, str], tuple[list[int],
+                                                                               list[float]]],
+                   measured: dict[tuple[str, int], float]) -> list[str]:
+    """Rows of the framework table at batch 1 and 64 (measured: latency.csv, else the paper's
+    Figure 3)."""
+    out = []
+    if (model, "eager", dt) not in curves:
+        return out
+    b_eager, l_eager = curves[(model, "eager", dt)]
+    for batch in (1, 64):
+        for fw in FRAMEWORK_ORDER:
+            if (model, fw, dt) not in curves:
+                continue
+            b, lat = curves[(model, fw, dt)]
+            pred, pe = lat[b.index(batch)], l_eager[b_eager.index(batch)]
+            meas, me = measured.get((fw, batch)), measured.get(("eager", batch))
+            ratio = f"{meas / me:.2f}" if meas and me else "–"
+            out.append(f"| {model} | {dt} | {fw} | {batch} | {pred * 1e3:.2f} | "
+                       f"{meas * 1e3 if meas else float('nan'):.2f} | {pred / pe:.2f} | "
+                       f"{ratio} |")
+    return out
