@@ -1,6 +1,8 @@
-"""The ``ftmodel`` command line: predict, calibrate, validate, profiles, demo.
+"""The ``ftmodel`` command line: predict, compare, calibrate, validate, profiles, demo, report,
+explain.
 
     ftmodel predict resnet50 --gpu cpu --batch 1,8,32
+    ftmodel compare resnet50 --gpu rtx8000 --batch 1,8,64
     ftmodel calibrate --device cpu --frameworks eager --out my-cpu.json
     ftmodel validate resnet18@112 --profile my-cpu.json
     ftmodel profiles
@@ -70,6 +72,23 @@ def cmd_predict(args: argparse.Namespace) -> int:
            rows)
     for w in preds[0].warnings:
         print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ftmodel.compare import compare_frameworks
+    model, make_inputs = _load_model(args.model)
+    fws = [f.strip() for f in args.frameworks.split(",") if f.strip()] if args.frameworks \
+        else None
+    cmp = compare_frameworks(model, args.gpu, _batches(args.batch), frameworks=fws,
+                             inputs=make_inputs, dtype=args.dtype, host=args.host)
+    names = list(cmp.predictions)
+    rows = [[r["batch"], *(f"{r[f'{fw}_ms']:.3f} ({r[f'{fw}_regime'].split('-')[0]})"
+                           for fw in names), r["fastest"]] for r in cmp.rows()]
+    _table(f"{args.model} · {cmp.device} · {args.dtype}: predicted ms (regime)",
+           ["batch", *names, "fastest"], rows)
+    for fw, why in cmp.unavailable.items():
+        print(f"{fw}: not predicted: {why}", file=sys.stderr)
     return 0
 
 
@@ -191,6 +210,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--host", default=None, help="host profile (name or path)")
     p.set_defaults(fn=cmd_predict)
+    cm = sub.add_parser("compare", help="each framework's predicted latency per batch, and "
+                        "the fastest")
+    cm.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    cm.add_argument("--gpu", "--device", default="auto", help="profile name or path")
+    cm.add_argument("--batch", "-b", default="1,2,4,8,16,32")
+    cm.add_argument("--frameworks", default=None,
+                    help="comma-separated (default: all that fit the device type)")
+    cm.add_argument("--dtype", default="fp32")
+    cm.add_argument("--host", default=None, help="host profile (name or path)")
+    cm.set_defaults(fn=cmd_compare)
     c = sub.add_parser("calibrate", help="measure this machine and write a profile")
     c.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     c.add_argument("--frameworks", default="eager",

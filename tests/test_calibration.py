@@ -10,6 +10,7 @@ import torch
 
 import calibration.suite as suite
 from ftmodel.api import predict_latency
+from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import read_profile
 from ftmodel.zoo import mlp
 
@@ -95,6 +96,47 @@ def test_quick_calibration_fits_onnxruntime_host_costs(quick_profile: Path) -> N
     assert conv["events"]["kernel:conv"] == 3  # 3 chained Conv2d, one ORT Conv node each
     assert {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"} <= set(ort.in_model)
     assert "onnxruntime" in prof.provenance["framework_stage_s"]
+
+
+@pytest.mark.requires_onnxruntime
+@pytest.mark.skipif(not HAS_ORT, reason="needs onnxruntime")
+def test_quick_calibration_measures_onnxruntime_curves(quick_profile: Path) -> None:
+    """ONNX Runtime runs its own kernels: its op curves are measured through its runner and
+    stored as ``onnxruntime/<curve>`` (hot only); the predictor for
+    onnxruntime uses them, eager keeps the shared ones."""
+    from ftmodel.estimate.kernels import DeviceModel
+
+    prof = read_profile(quick_profile)
+    classes = prof.device.op_classes
+    for cls in ("gemm", "conv", "conv_grouped", "elementwise", "norm", "softmax", "pool"):
+        data = classes[f"onnxruntime/{cls}"]
+        assert len(data.samples) >= 3, cls
+        assert all(row[3] > 0 for row in data.samples), cls
+        assert not data.cold_s, cls  # hot only: ORT's threads sleep through a cache flush
+    assert "onnxruntime/elementwise:inplace" not in classes  # no in-place ops in ONNX
+    raw = prof.provenance["raw_op_times"]["onnxruntime/conv"]
+    measured = [r for r in raw if "total_s" in r]
+    assert measured and all(r["total_s"] > 0 and r["floor_s"] > 0 for r in measured)
+    # the conv's own time comes from ORT's profiler (its layout reorders are other nodes)
+    assert all(r["node_s"] is not None and r["node_s"] > 0 for r in measured)
+    conv = Kernel("conv", 10**7, 10**5, 10**5, "m", ("Conv",))
+    assert DeviceModel(prof.device, "fp32", "onnxruntime")._key("conv", "", "Conv") == \
+        "onnxruntime/conv"
+    assert DeviceModel(prof.device)._key("conv", "", "aten.convolution.default") == "conv"
+    t_ort, = DeviceModel(prof.device, "fp32", "onnxruntime").kernel_times_s([conv])
+    assert t_ort > 0
+
+
+def test_framework_sweeps_skip_what_a_framework_does_not_run_itself() -> None:
+    from calibration.framework_ops import wanted
+
+    assert wanted("onnxruntime", "conv") and wanted("onnxruntime", "elementwise@gelu")
+    assert not wanted("onnxruntime", "elementwise:inplace")
+    assert wanted("inductor", "softmax") and wanted("inductor", "elementwise")
+    for extern in ("gemm", "bmm", "attention", "conv", "conv_grouped"):  # aten calls in inductor
+        assert not wanted("inductor", extern)
+    assert not wanted("torchscript", "conv")  # aten kernels: the shared curves serve
+    assert not wanted("eager", "conv")  # the shared curves are eager's
 
 
 @pytest.mark.requires_onnxruntime

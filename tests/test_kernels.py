@@ -118,6 +118,22 @@ def test_variant_curve_preferred() -> None:
     assert warnings == []
 
 
+def test_framework_curves_preferred_over_shared_ones() -> None:
+    """A framework's own curves (measured through its runtime) win over every shared curve,
+    the shared variant curve included; other frameworks and eager keep the shared ones."""
+    slow = tuple((0.0, b / 2, b / 2, 10 * b / 1e10) for b in (1e3, 1e5, 1e7))
+    fast = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
+    dev = _device({"elementwise": OpClassData("samples", fast),
+                   "elementwise:math": OpClassData("samples", fast),
+                   "onnxruntime/elementwise": OpClassData("samples", slow)})
+    math = Kernel("elementwise", 0, 50_000, 50_000, "m", ("Exp",), variant="math")
+    (t_ort,) = DeviceModel(dev, "fp32", "onnxruntime").kernel_times_s([math])
+    (t_ts,) = DeviceModel(dev, "fp32", "torchscript").kernel_times_s([math])
+    (t_eager,) = DeviceModel(dev).kernel_times_s([math])
+    assert t_ort == pytest.approx(10 * t_eager, rel=1e-3)
+    assert t_ts == pytest.approx(t_eager)
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:

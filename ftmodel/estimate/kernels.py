@@ -176,15 +176,16 @@ class DeviceModel:
                 self._curves[name] = _Roofline(dict(data.params))
 
     def _key(self, op_class: str, variant: str, op: str) -> str:
-        """The most specific curve: ``@op``, then ``:variant``, then the class; at each level
-        the framework's own curve (``<framework>/...``) before the shared one."""
+        """The most specific curve: ``@op``, then ``:variant``, then the class — first among the
+        framework's own curves (``<framework>/...``, measured through its runtime), then among
+        the shared ones."""
         prefixes = (f"{self.framework}/", "") if self.framework else ("",)
         name = op_name(op) if op else ""
         levels = [f"{op_class}@{name}"] if name else []
         levels += [f"{op_class}:{v}" for v in (variant, "math" if variant == "math_inplace"
                                                 else "") if v]
-        for key in levels + [op_class]:
-            for p in prefixes:
+        for p in prefixes:
+            for key in levels + [op_class]:
                 if p + key in self._curves:
                     return p + key
         return op_class

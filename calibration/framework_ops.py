@@ -1,0 +1,206 @@
+"""Per-framework op curves: the same size sweeps as :mod:`calibration.ops`, run through a
+compiled framework's own runtime (ONNX Runtime's MLAS and NCHWc kernels, TorchScript's frozen
+and prepacked graph, inductor's generated C++ loops).
+
+Why: a framework does not run the same kernels as eager PyTorch. On a CPU, ONNX Runtime's
+arena allocator avoids the page faults an out-of-place eager op pays on a fresh 32 MB output,
+its prepacked GEMM weights stay cached where eager's do not, and inductor's vectorised loops
+beat aten's on small tensors. Shared eager curves mis-price all of that.
+
+What is measured, per sample (one op at one size, from :func:`calibration.ops.op_samples`):
+the framework's runner of the sample module, interleaved with its family's floor (the same op on
+a few elements) run the same way (hot: the runtimes' threads sleep through a cache flush, see below). What is stored: a curve keyed
+``<framework>/<curve>`` whose x-axis is the work of the *framework's* main kernel for the sample
+(the kernel of the sample's op class with the most MACs, then bytes, in the framework's own
+lowering) and whose time is ``total − floor − (the other kernels of that lowering, priced with
+the shared curves)``: layout reorders and casts the runtime wraps around one op are separate
+kernels in its lowering, priced on their own, so they are not folded into the op's curve (at
+most half the sample's time is taken off for them: the shared curves price them only roughly).
+ONNX Runtime times its own nodes: there the curve's time is the main node's median duration in
+ORT's profiler, less its floor node's. A single conv sample is NCHW in and out, so ORT wraps it in layout reorders that
+a model's chain of NCHWc convs does not pay, and those can cost as much as the conv itself.
+
+Not measured: GPU frameworks (CUDA graphs); TorchScript (aten kernels: the shared curves serve,
+see FRAMEWORK_SWEEPS); for inductor the classes it hands to extern aten kernels (GEMM,
+convolution, attention) — those run the eager curves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from calibration.ops import OpSample
+from ftmodel.errors import FrameworkUnsupported
+from ftmodel.estimate.kernels import DeviceModel
+from ftmodel.frameworks.base import Kernel, get_framework
+from ftmodel.hardware.profile import DeviceProfile, OpClassData
+from ftmodel.measure import measure_cold_interleaved, measure_interleaved
+from ftmodel.tracing.dispatch import trace
+
+__all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve"]
+
+_EXTERN = ("gemm", "bmm", "attention", "conv", "conv_grouped")
+# the shared (eager) curves price a runtime's layout kernels only roughly: at most this share of
+# a sample's time is taken off for them
+_MAX_OTHERS_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class FrameworkSweep:
+    """Which curves a framework gets of its own, and on which size grid."""
+
+    curves: tuple[str, ...] | None  # None: every swept curve
+    quick_grid: bool  # the short grid (a few sizes per family) even in a full calibration
+
+
+FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
+    # its own kernel library (MLAS, NCHWc convolutions) and allocator for everything. Hot only:
+    # its worker threads fall asleep during a cache flush, so a flushed ORT sample times thread
+    # wake-ups, not cold operands (its floor rises from ~5 to ~80 µs after a flush, against
+    # ~10 µs for eager); back to back inside a model they keep spinning
+    "onnxruntime": FrameworkSweep(None, quick_grid=False),
+    # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
+    # each sample is a C++ build, hence the short grid
+    "inductor": FrameworkSweep(None, quick_grid=True),
+    # torchscript runs aten kernels and keeps the shared (eager) curves: a single conv frozen
+    # alone takes the prim::mkldnn_convolution path with per-call layout conversions and runs up
+    # to 8x slower than the same conv inside a frozen model, so its own samples mislead
+}
+
+
+def wanted(framework: str, curve: str) -> bool:
+    """Whether ``framework`` gets its own ``curve``."""
+    sweep = FRAMEWORK_SWEEPS.get(framework)
+    if sweep is None:
+        return False
+    if framework == "inductor" and curve.split(":")[0].split("@")[0] in _EXTERN:
+        return False
+    if framework in ("onnxruntime", "inductor") and curve == "elementwise:inplace":
+        return False  # no in-place ops in an ONNX graph; inductor functionalises them
+    return sweep.curves is None or curve in sweep.curves
+
+
+def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: float = 0.04,
+                    max_reps: int = 40) -> float | None:
+    """The median time ONNX Runtime's own profiler gives the sample's main node (``op_type``,
+    e.g. ``Conv``; the slowest node of that type if there are several), over repeated runs of a
+    profiling session built for it; None when the profile has no such node. Layout reorders
+    and casts around the op are separate nodes and are not included."""
+    import json
+    import statistics
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from ftmodel.frameworks import onnxruntime as ort_fw
+
+    with tempfile.TemporaryDirectory(prefix="ftmodel-ortprof-") as tmp:
+        art = ort_fw.build(sample.module, sample.inputs, batch, None, enable_profiling=True,
+                           profile_dir=tmp)
+        for _ in range(3):
+            art.run()
+        t0 = time.perf_counter()
+        art.run()
+        reps = int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+        for _ in range(reps):
+            art.run()
+        events = json.loads(Path(art.session.end_profiling()).read_text())
+    durs: dict[str, list[float]] = {}
+    for e in events:
+        if (e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
+                and e.get("args", {}).get("op_name") == op_type):
+            durs.setdefault(e["name"], []).append(float(e["dur"]) * 1e-6)
+    if not durs:
+        return None
+    return max(statistics.median(v) for v in durs.values())
+
+
+def _main_kernel(kernels: Sequence[Kernel], op_class: str) -> Kernel | None:
+    same = [k for k in kernels if k.op_class == op_class]
+    pool = same or list(kernels)
+    return max(pool, key=lambda k: (k.macs, k.bytes_total), default=None)
+
+
+def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
+                    shared: DeviceProfile, *, rounds: int, round_s: float,
+                    flush: Callable[[], object] | None = None
+                    ) -> tuple[OpClassData | None, list[dict[str, Any]]]:
+    """One curve's samples through ``framework``'s runner; (curve data, raw rows).
+
+    ``shared`` is the device profile calibrated so far (eager curves), which prices the other
+    kernels of each sample's lowering. Samples the framework cannot run are skipped (and listed
+    in the raw rows); the curve is None when no sample, or no floor, could run."""
+    fw = get_framework(framework)
+    assert fw.lower_model is not None and fw.runner is not None
+    dev_type = "cpu" if device == "cpu" else "cuda"
+    pricer = DeviceModel(shared, "fp32")
+    fns: dict[str, Callable[[], object]] = {}
+    mains: dict[str, tuple[Kernel, float]] = {}  # label -> (main kernel, other kernels' s)
+    raw: list[dict[str, Any]] = []
+    for s in samples:
+        b = int(s.inputs[0].shape[0]) if s.inputs[0].dim() else 1
+        try:
+            prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
+                                  device=dev_type, dtype="fp32")
+            fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
+        except FrameworkUnsupported as err:
+            raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
+            continue
+        main = _main_kernel(prog.kernels, s.op_class)
+        if main is None:  # the runtime folded the op away (e.g. an identity): nothing to time
+            fns.pop(s.label)
+            raw.append({"label": s.label, "skipped": "no kernel in the framework's lowering"})
+            continue
+        others = [k for k in prog.kernels if k is not main]
+        other_s = float(pricer.kernel_times_s(others).sum()) if others and not s.is_floor else 0.0
+        mains[s.label] = (main, other_s)
+    floors = {s.family: s.label for s in samples if s.is_floor and s.label in fns}
+    if not floors or len(fns) <= len(floors):
+        return None, raw
+    with torch.no_grad():
+        hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+        cold = {} if flush is None else measure_cold_interleaved(
+            fns, flush=flush, device=device, rounds=max(2, rounds - 2))
+    node_times: dict[str, float | None] = {}
+    if framework == "onnxruntime":
+        for s in samples:
+            if s.label in mains:
+                b = int(s.inputs[0].shape[0]) if s.inputs[0].dim() else 1
+                node_times[s.label] = ort_node_time_s(
+                    s, b, mains[s.label][0].members[0].split("::")[-1])
+    rows: list[tuple[float, float, float, float]] = []
+    cold_rows: list[float] = []
+    for s in samples:
+        if s.is_floor or s.label not in fns or s.family not in floors:
+            continue
+        main, other_s = mains[s.label]
+        floor = floors[s.family]
+        sample_s = hot[s.label].time_s - hot[floor].time_s
+        device_s = max(sample_s - min(other_s, _MAX_OTHERS_SHARE * sample_s), 1e-9)
+        node_s = node_times.get(s.label)
+        if node_s is not None and node_times.get(floor) is not None:
+            # the runtime times its own kernels: use that, less the floor node's fixed part
+            # (output allocation, dispatch inside the node), which the host costs price
+            device_s = max(node_s - node_times[floor], 1e-9)
+        rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written),
+                     device_s))
+        row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
+                               "floor_s": hot[floor].time_s, "others_s": other_s,
+                               "spread": hot[s.label].spread, "kernel": main.members[:3],
+                               "node_s": node_s}
+        if cold:
+            cold_sample_s = cold[s.label].time_s - cold[floor].time_s
+            c = max(cold_sample_s - min(other_s, _MAX_OTHERS_SHARE * cold_sample_s), device_s)
+            cold_rows.append(c)
+            row.update(cold_total_s=cold[s.label].time_s, cold_floor_s=cold[floor].time_s)
+        raw.append(row)
+    if len(rows) < 3:  # too few points for a curve: the shared one serves
+        return None, raw
+    if not np.all(np.isfinite(np.asarray(rows))):
+        return None, raw
+    return OpClassData("samples", tuple(rows), cold_s=tuple(cold_rows)), raw
