@@ -9,7 +9,8 @@ beat aten's on small tensors. Shared eager curves mis-price all of that.
 
 What is measured, per sample (one op at one size, from :func:`calibration.ops.op_samples`):
 the framework's runner of the sample module, interleaved with its family's floor (the same op on
-a few elements) run the same way (hot: the runtimes' threads sleep through a cache flush, see below). What is stored: a curve keyed
+a few elements) run the same way, hot only (the runtimes' threads sleep through a cache flush,
+see FRAMEWORK_SWEEPS). What is stored: a curve keyed
 ``<framework>/<curve>`` whose x-axis is the work of the *framework's* main kernel for the sample
 (the kernel of the sample's op class with the most MACs, then bytes, in the framework's own
 lowering) and whose time is ``total − floor − (the other kernels of that lowering, priced with
@@ -27,22 +28,28 @@ convolution, attention) — those run the eager curves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from calibration.ops import OpSample
+from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.frameworks.base import Kernel, get_framework
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
-from ftmodel.measure import measure_cold_interleaved, measure_interleaved
+from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve"]
+__all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
+           "framework_curve_steps", "ort_node_time_s", "wanted"]
 
 _EXTERN = ("gemm", "bmm", "attention", "conv", "conv_grouped")
 # the shared (eager) curves price a runtime's layout kernels only roughly: at most this share of
@@ -91,12 +98,6 @@ def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: flo
     e.g. ``Conv``; the slowest node of that type if there are several), over repeated runs of a
     profiling session built for it; None when the profile has no such node. Layout reorders
     and casts around the op are separate nodes and are not included."""
-    import json
-    import statistics
-    import tempfile
-    import time
-    from pathlib import Path
-
     from ftmodel.frameworks import onnxruntime as ort_fw
 
     with tempfile.TemporaryDirectory(prefix="ftmodel-ortprof-") as tmp:
@@ -120,6 +121,11 @@ def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: flo
     return max(statistics.median(v) for v in durs.values())
 
 
+def _batch_of(sample: OpSample) -> int:
+    """The batch a lowering is asked for: the first input's dim 0 (lowerings resize it)."""
+    return int(sample.inputs[0].shape[0]) if sample.inputs[0].dim() else 1
+
+
 def _main_kernel(kernels: Sequence[Kernel], op_class: str) -> Kernel | None:
     same = [k for k in kernels if k.op_class == op_class]
     pool = same or list(kernels)
@@ -127,8 +133,7 @@ def _main_kernel(kernels: Sequence[Kernel], op_class: str) -> Kernel | None:
 
 
 def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
-                    shared: DeviceProfile, *, rounds: int, round_s: float,
-                    flush: Callable[[], object] | None = None
+                    shared: DeviceProfile, *, rounds: int, round_s: float
                     ) -> tuple[OpClassData | None, list[dict[str, Any]]]:
     """One curve's samples through ``framework``'s runner; (curve data, raw rows).
 
@@ -143,7 +148,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     mains: dict[str, tuple[Kernel, float]] = {}  # label -> (main kernel, other kernels' s)
     raw: list[dict[str, Any]] = []
     for s in samples:
-        b = int(s.inputs[0].shape[0]) if s.inputs[0].dim() else 1
+        b = _batch_of(s)
         try:
             prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
                                   device=dev_type, dtype="fp32")
@@ -164,17 +169,13 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         return None, raw
     with torch.no_grad():
         hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
-        cold = {} if flush is None else measure_cold_interleaved(
-            fns, flush=flush, device=device, rounds=max(2, rounds - 2))
     node_times: dict[str, float | None] = {}
     if framework == "onnxruntime":
         for s in samples:
             if s.label in mains:
-                b = int(s.inputs[0].shape[0]) if s.inputs[0].dim() else 1
                 node_times[s.label] = ort_node_time_s(
-                    s, b, mains[s.label][0].members[0].split("::")[-1])
+                    s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
     rows: list[tuple[float, float, float, float]] = []
-    cold_rows: list[float] = []
     for s in samples:
         if s.is_floor or s.label not in fns or s.family not in floors:
             continue
@@ -193,14 +194,42 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                "floor_s": hot[floor].time_s, "others_s": other_s,
                                "spread": hot[s.label].spread, "kernel": main.members[:3],
                                "node_s": node_s}
-        if cold:
-            cold_sample_s = cold[s.label].time_s - cold[floor].time_s
-            c = max(cold_sample_s - min(other_s, _MAX_OTHERS_SHARE * cold_sample_s), device_s)
-            cold_rows.append(c)
-            row.update(cold_total_s=cold[s.label].time_s, cold_floor_s=cold[floor].time_s)
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
         return None, raw
     if not np.all(np.isfinite(np.asarray(rows))):
         return None, raw
-    return OpClassData("samples", tuple(rows), cold_s=tuple(cold_rows)), raw
+    return OpClassData("samples", tuple(rows)), raw
+
+
+def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: bool, *,
+                     rounds: int, round_s: float,
+                     step: Callable[[str], object] = lambda desc: None
+                     ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
+    """Every curve ``framework`` gets of its own (:data:`FRAMEWORK_SWEEPS`), keyed
+    ``<framework>/<curve>``, plus ``<framework>/elementwise:math`` (the union of its
+    transcendental curves, as for the shared ones); (curves, raw rows per curve). ``step`` is
+    called once per curve measured (progress)."""
+    spec = FRAMEWORK_SWEEPS[framework]
+    grid = op_samples(quick or spec.quick_grid)
+    curves: dict[str, OpClassData] = {}
+    raw: dict[str, list[dict[str, Any]]] = {}
+    for curve in OP_SWEEP_CLASSES:
+        if not grid[curve] or not wanted(framework, curve):
+            continue
+        data, raw[f"{framework}/{curve}"] = framework_curve(
+            framework, grid[curve], device, shared, rounds=rounds, round_s=round_s)
+        if data is not None:
+            curves[f"{framework}/{curve}"] = data
+        step(f"{framework} {curve}")
+    math = [d for c, d in curves.items() if "/elementwise@" in c]
+    if math:
+        curves[f"{framework}/elementwise:math"] = OpClassData(
+            "samples", tuple(r for d in math for r in d.samples))
+    return curves, raw
+
+
+def framework_curve_steps(frameworks: Iterable[str], device: str) -> int:
+    """Progress steps :func:`framework_curves` takes for these frameworks on ``device``."""
+    return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) for fw in frameworks
+               if fw in FRAMEWORK_SWEEPS and device == "cpu")

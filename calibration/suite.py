@@ -44,7 +44,7 @@ from torch import nn
 from calibration.cache import fit_cache_model, probe_cache
 from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_programs,
                                   fit_event_costs, host_programs)
-from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve, wanted
+from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from calibration.networks import fit_in_model, synthetic_networks
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported
@@ -262,39 +262,6 @@ def _framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
     return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
 
 
-def _framework_curves_stage(framework: str, shared: DeviceProfile, device: str, quick: bool,
-                            rounds: int, round_s: float, classes: dict[str, OpClassData],
-                            raw: dict[str, list[dict[str, Any]]], bar: _Progress) -> None:
-    """The framework's own op curves (``<framework>/<curve>``, hot only), see
-    :mod:`calibration.framework_ops`. Fills ``classes`` and ``raw`` in place."""
-    spec = FRAMEWORK_SWEEPS[framework]
-    grid = op_samples(quick or spec.quick_grid)
-    math: list[OpClassData] = []
-    for curve in OP_SWEEP_CLASSES:
-        if not grid[curve] or not wanted(framework, curve):
-            continue
-        data, rows = framework_curve(framework, grid[curve], device, shared, rounds=rounds,
-                                     round_s=round_s)
-        raw[f"{framework}/{curve}"] = rows
-        if data is not None:
-            classes[f"{framework}/{curve}"] = data
-            if curve.startswith("elementwise@"):
-                math.append(data)
-        bar.step(f"{framework} {curve}", 1)
-    if math:  # as for the shared curves: transcendental ops without their own curve
-        classes[f"{framework}/elementwise:math"] = OpClassData(
-            "samples", tuple(r for d in math for r in d.samples))
-
-
-def framework_stage_steps(frameworks: Iterable[str], device: str) -> int:
-    """Progress steps the per-framework curve stages take."""
-    n = 0
-    for fw in frameworks:
-        if fw in FRAMEWORK_SWEEPS and device == "cpu":
-            n += sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c))
-    return n
-
-
 def _canonical_or_raw(name: str) -> str:
     try:
         return canonical_framework(name)
@@ -344,7 +311,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     sweeps = op_samples(quick)
     extra = [f for f in fws if f != "eager"]
     total = (len(programs) + sum(len(v) for v in sweeps.values()) + 2 + 2 * len(extra)
-             + framework_stage_steps(extra, device))
+             + framework_curve_steps(extra, device))
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -416,8 +383,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     bar.step(f"{fw_name} host programs", 1)
                     write_profile(snapshot(False), path)
                     if fw_name in FRAMEWORK_SWEEPS and device == "cpu":
-                        _framework_curves_stage(fw_name, snapshot(False).device, device, quick,
-                                                rounds, round_s, classes, raw, bar)
+                        curves, curve_raw = framework_curves(
+                            fw_name, snapshot(False).device, device, quick, rounds=rounds,
+                            round_s=round_s, step=bar.step)
+                        classes.update(curves)
+                        raw.update(curve_raw)
                         write_profile(snapshot(False), path)
                     ffh = _in_model_stage(snapshot(False), ffh, device, quick, rounds, fw_name)
                 host = HostProfile(host.name, host.cpu, host.threads,
