@@ -25,9 +25,9 @@ without cold data, and roofline classes (whose bandwidth term already streams ev
 ``t_hot``.
 
 Frameworks whose kernels differ from eager's on the same device (ONNX Runtime's MLAS kernels and
-arena allocator, TorchScript's prepacked convolutions, inductor's generated loops) have their own
-curves, keyed ``<framework>/<class>...``; a DeviceModel built for that framework prefers them,
-level by level, and falls back to the shared curves.
+arena allocator, inductor's generated loops) have their own curves, keyed
+``<framework>/<class>...``; a DeviceModel built for that framework looks among them first (``@op``,
+then ``:variant``, then the class) and falls back to the shared curves.
 
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
