@@ -47,11 +47,11 @@ from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_
 from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from calibration.networks import fit_in_model, synthetic_networks
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
-from ftmodel.errors import FrameworkUnsupported
+from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
-                                      OpClassData, write_profile)
+                                      OpClassData, read_profile, write_profile)
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (cache_flusher, last_level_cache_bytes, measure_cold_interleaved,
                              measure_interleaved, set_threads)
@@ -194,7 +194,9 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
 
     predictor = Predictor(framework, partial)
     fw = predictor.framework
-    nets = synthetic_networks(6 if quick or framework == "inductor" else 18)
+    # inductor compiles every network × batch (1-3 s each): two batches, but all 18 networks
+    # (6 small ones left its device scale to a few host-bound points: 0.83 against eager's 1.12)
+    nets = synthetic_networks(6 if quick else 18)
     batches = (1, 8) if quick or framework == "inductor" else (1, 4, 16, 64)
     fns, rows = {}, []
     for net in nets:
@@ -288,11 +290,42 @@ class _compile_limits:
             self.patch.__exit__(*exc)
 
 
+def _profile_to_update(path: Path, device: str, threads: int) -> HardwareProfile:
+    """The calibrated profile at ``path`` that an update adds to, checked to be this machine's
+    (device type, thread count, host CPU)."""
+    if not path.exists():
+        raise InvalidArgumentError(f"--update needs an existing profile at {str(path)!r}, and there is "
+                         "none; run the full calibration first (without --update)")
+    base = read_profile(path)
+    want_type = "cpu" if device == "cpu" else "cuda"
+    problems = []
+    if base.kind != "calibrated":
+        problems.append(f"it is a {base.kind} profile, not a calibrated one")
+    if base.device.type != want_type:
+        problems.append(f"its device is {base.device.type!r}, not {want_type!r}")
+    if int(base.host.threads) != threads:
+        problems.append(f"it was measured with {base.host.threads} threads, not {threads} "
+                        f"(pass --threads {base.host.threads})")
+    if base.host.cpu != _cpu_name():
+        problems.append(f"its host CPU is {base.host.cpu!r}, this one is {_cpu_name()!r}")
+    if problems:
+        raise InvalidArgumentError(f"cannot update profile {str(path)!r}: " + "; ".join(problems)
+                         + "; calibrate afresh into a new file instead")
+    return base
+
+
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
               quick: bool = False, progress: bool = True, name: str | None = None,
-              cold: bool = True) -> HardwareProfile:
-    """Measure this machine and write its profile to ``out`` (default: the user cache)."""
+              cold: bool = True, update: bool = False) -> HardwareProfile:
+    """Measure this machine and write its profile to ``out`` (default: the user cache).
+
+    ``update``: ``out`` holds a profile of this machine already; measure only the frameworks
+    other than eager named in ``frameworks`` (host costs, own curves, in-model stage) and
+    replace theirs, keeping the eager host part and the device half as they are (a framework
+    installed later, or one re-measured after a change to its stages). The profile's
+    provenance lists each update.
+    """
     fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
     unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
     if unknown:
@@ -306,12 +339,13 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     n_threads = set_threads(threads)
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)
+    base = _profile_to_update(path, device, n_threads) if update else None
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     sweeps = op_samples(quick)
     extra = [f for f in fws if f != "eager"]
-    total = (len(programs) + sum(len(v) for v in sweeps.values()) + 2 + 2 * len(extra)
-             + framework_curve_steps(extra, device))
+    total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
+        + 2 * len(extra) + framework_curve_steps(extra, device)
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -332,6 +366,21 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     flush = cache_flusher(device, llc_bytes) if cold else None
     provenance["last_level_cache_bytes"] = llc_bytes
     cache: dict[str, float] = {}
+    if base is not None:
+        own = tuple(f"{f}/" for f in extra)
+        classes = {c: d for c, d in base.device.op_classes.items() if not c.startswith(own)}
+        raw = {c: r for c, r in base.provenance.get("raw_op_times", {}).items()
+               if not c.startswith(own)}
+        cache = dict(base.device.cache)
+        host = HostProfile(base.host.name, base.host.cpu, base.host.threads,
+                           {f: h for f, h in base.host.frameworks.items() if f not in extra})
+        updates = list(base.provenance.get("updates", []))
+        updates.append({"frameworks": extra, "date": provenance["date"],
+                        "torch": torch.__version__, "settings": provenance["settings"]})
+        provenance = {**base.provenance, "updates": updates, "complete": False,
+                      "frameworks": list(dict.fromkeys([*base.provenance.get("frameworks", []),
+                                                        *extra]))}
+        started = time.time() - float(base.provenance.get("duration_s", 0.0))
 
     def snapshot(complete: bool) -> HardwareProfile:
         provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
@@ -345,34 +394,35 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
 
     try:
         with torch.no_grad():
-            fh = _host_stage(programs, device, rounds, round_s, bar)
-            host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
-            if flush is not None:
-                provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
-                cache = fit_cache_model(provenance["cache_probe"])
-                bar.step("cache probe", 1)
-            for cls in OP_SWEEP_CLASSES:
-                if not sweeps[cls]:
-                    continue
-                classes[cls], raw[cls], variants = _class_stage(sweeps[cls], device, rounds,
-                                                                round_s, flush)
-                for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
-                    keep = [i for i, rv in enumerate(variants) if rv == v]
-                    if len(keep) >= 3:
-                        classes[f"{cls}:{v}"] = _subset(classes[cls], keep)
-                bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
+            if base is None:  # the eager host part and the shared device half
+                fh = _host_stage(programs, device, rounds, round_s, bar)
+                host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+                if flush is not None:
+                    provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
+                    cache = fit_cache_model(provenance["cache_probe"])
+                    bar.step("cache probe", 1)
+                for cls in OP_SWEEP_CLASSES:
+                    if not sweeps[cls]:
+                        continue
+                    classes[cls], raw[cls], variants = _class_stage(sweeps[cls], device, rounds,
+                                                                    round_s, flush)
+                    for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
+                        keep = [i for i, rv in enumerate(variants) if rv == v]
+                        if len(keep) >= 3:
+                            classes[f"{cls}:{v}"] = _subset(classes[cls], keep)
+                    bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
+                    write_profile(snapshot(False), path)
+                math = [d for c, d in classes.items() if c.startswith("elementwise@")]
+                if math:  # the union curve, for transcendental ops without their own
+                    classes["elementwise:math"] = OpClassData(
+                        "samples", tuple(r for d in math for r in d.samples),
+                        cold_s=tuple(t for d in math for t in d.cold_s)
+                        if all(d.cold_s for d in math) else ())
+                fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
+                host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+                bar.step("synthetic networks", 1)
                 write_profile(snapshot(False), path)
-            math = [d for c, d in classes.items() if c.startswith("elementwise@")]
-            if math:  # the union curve, for transcendental ops without their own
-                classes["elementwise:math"] = OpClassData(
-                    "samples", tuple(r for d in math for r in d.samples),
-                    cold_s=tuple(t for d in math for t in d.cold_s)
-                    if all(d.cold_s for d in math) else ())
-            fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
-            host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
-            bar.step("synthetic networks", 1)
-            write_profile(snapshot(False), path)
-            stage_s: dict[str, float] = {}
+            stage_s: dict[str, float] = dict(provenance.get("framework_stage_s", {}))
             provenance["framework_stage_s"] = stage_s
             for fw_name in extra:
                 t0 = time.time()

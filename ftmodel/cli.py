@@ -4,6 +4,7 @@ explain.
     ftmodel predict resnet50 --gpu cpu --batch 1,8,32
     ftmodel compare resnet50 --gpu rtx8000 --batch 1,8,64
     ftmodel calibrate --device cpu --frameworks eager --out my-cpu.json
+    ftmodel calibrate --frameworks inductor --update --out my-cpu.json
     ftmodel validate resnet18@112 --profile my-cpu.json
     ftmodel profiles
     ftmodel demo
@@ -97,7 +98,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     try:
         prof = calibrate(args.device, fws, args.out, threads=args.threads, quick=args.quick,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, update=args.update)
     except KeyboardInterrupt:
         print("interrupted: the measurements so far are kept in the profile (marked incomplete)",
               file=sys.stderr)
@@ -228,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default=None, help="profile path (default: the user cache)")
     c.add_argument("--threads", type=int, default=None)
     c.add_argument("--quick", action="store_true", help="fewer sizes (about 20 s)")
+    c.add_argument("--update", action="store_true",
+                   help="add (or re-measure) the non-eager frameworks named in --frameworks in "
+                        "the existing profile at --out, keeping its eager and device parts")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(fn=cmd_calibrate)
     v = sub.add_parser("validate", help="measure one model live and compare with the prediction")

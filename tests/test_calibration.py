@@ -168,6 +168,42 @@ def test_calibrate_rejects_bad_arguments(tmp_path: Path) -> None:
         suite.calibrate("tpu", ("eager",), tmp_path / "x.json", progress=False)
 
 
+def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_path: Path
+                                                     ) -> None:
+    path = tmp_path / "updated.json"
+    path.write_bytes(quick_profile.read_bytes())
+    before = read_profile(path)
+    after = suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
+                            threads=1, update=True)
+    assert read_profile(path) == after
+    assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
+    assert after.device.op_classes == before.device.op_classes  # torchscript has no own curves
+    assert after.device.cache == before.device.cache
+    ts = after.host.frameworks["torchscript"]
+    assert ts.per_event_s and ts.in_model
+    assert after.provenance["complete"] is True
+    assert after.provenance["updates"][-1]["frameworks"] == ["torchscript"]
+    assert "torchscript" in after.provenance["frameworks"]
+    assert after.provenance["date"] == before.provenance["date"]  # the original calibration's
+
+
+def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_path: Path
+                                                     ) -> None:
+    with pytest.raises(ValueError, match="existing profile.*without --update"):
+        suite.calibrate("cpu", ("torchscript",), tmp_path / "none.json", quick=True,
+                        progress=False, threads=1, update=True)
+    path = tmp_path / "copy.json"
+    path.write_bytes(quick_profile.read_bytes())
+    old = torch.get_num_threads()
+    try:
+        with pytest.raises(ValueError, match="measured with 1 threads, not 2.*--threads 1"):
+            suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
+                            threads=2, update=True)
+    finally:
+        torch.set_num_threads(old)
+    assert path.read_bytes() == quick_profile.read_bytes()  # left as it was
+
+
 @pytest.mark.requires_cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_calibration_is_async(tmp_path: Path) -> None:

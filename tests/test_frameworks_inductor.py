@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import ftmodel
+import ftmodel.frameworks.eager
 from ftmodel.frameworks import inductor as ind
 from ftmodel.frameworks.base import get_framework
 from ftmodel.frameworks.inductor_code import name_tokens
@@ -80,6 +81,56 @@ def test_cnn_counts_match_generated_code() -> None:
     assert not any(k.members[0].startswith("extern_kernels.native_batch_norm")
                    for k in prog.kernels)
     assert prog.macs == ftmodel.trace(model, x, b).total_macs
+
+
+WRAPPER = """
+cpp_fused_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+extern "C"  void  kernel(const float* in_ptr0, float* out_ptr0) {}
+''')
+cpp_fused_add_1 = async_compile.cpp_pybinding(['float*', 'const float*'], r'''
+extern "C"  void  kernel(float* in_out_ptr0, const float* in_ptr0) {}
+''')
+def call(args):
+    arg0_1, arg1_1 = args
+    args.clear()
+    assert_size_stride(arg0_1, (4, 8), (8, 1), 'input')
+    assert_size_stride(arg1_1, (8, 4), (4, 1), 'input')
+    buf0 = empty_strided_cpu((4, 8), (8, 1), torch.float32)
+    cpp_fused_relu_0(arg0_1, buf0)
+    buf1 = empty_strided_cpu((4, 4), (4, 1), torch.float32)
+    extern_kernels.mm(buf0, arg1_1, out=buf1)
+    buf2 = buf0; del buf0  # reuse
+    cpp_fused_add_1(buf2, reinterpret_tensor(buf1, (16,), (1,), 0))
+    return (buf2, )
+"""
+
+
+def test_operand_identities_follow_buffers_views_and_reuse() -> None:
+    """Each kernel's reads/writes name the buffer whose memory they touch (for the cache
+    model): a ``# reuse`` alias and a reinterpret_tensor view are their buffer's storage."""
+    prog = ind.lower_code([WRAPPER], None, batch=4)
+    relu, mm, add = prog.kernels
+    (x, n_x), = relu.reads
+    (buf0, n_buf0), = relu.writes
+    assert (n_x, n_buf0) == (4 * 4 * 8, 4 * 4 * 8)
+    ids_mm = dict(mm.reads)
+    assert buf0 in ids_mm and len(ids_mm) == 2  # buf0 and the weight arg1_1
+    (buf1, _), = mm.writes
+    assert {i for i, _ in add.reads} == {buf0, buf1}  # buf2 is buf0; the view is buf1
+    assert [i for i, _ in add.writes] == [buf0]
+    assert len({x, buf0, buf1, *ids_mm}) == 4
+
+
+def test_extern_convolution_takes_eagers_backend_variant() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 16, 1)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    eager = [k.variant for k in ftmodel.frameworks.eager.lower(ftmodel.trace(model, x, 2)).kernels
+             if k.op_class == "conv"]
+    ind_v = [k.variant for k in _build(model, x, 2).program.kernels if k.op_class == "conv"]
+    assert eager and all(eager)
+    assert sorted(ind_v) == sorted(eager)
 
 
 def test_name_tokens() -> None:

@@ -134,6 +134,25 @@ def test_framework_curves_preferred_over_shared_ones() -> None:
     assert t_ts == pytest.approx(t_eager)
 
 
+def test_own_curve_without_cold_data_borrows_the_shared_cold_penalty() -> None:
+    """A memory-bound kernel on a framework's own (hot-only) curve pays the shared curve's
+    cold penalty; a MAC kernel does not borrow one; eager keeps the shared blend."""
+    hot = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
+    slow = tuple((0.0, b / 2, b / 2, 4 * b / 1e10) for b in (1e3, 1e5, 1e7))
+    dev = _device({
+        "elementwise": OpClassData("samples", hot, cold_s=tuple(3 * r[3] for r in hot)),
+        "inductor/elementwise": OpClassData("samples", slow),
+        "gemm": OpClassData("samples", SAT_ROWS, cold_s=tuple(2 * r[3] for r in SAT_ROWS)),
+        "inductor/gemm": OpClassData("samples", SAT_ROWS)})
+    ew, mm = _ew(1e5), _gemm(1e6)
+    h_sh, c_sh = DeviceModel(dev).hot_cold_times_s([ew, mm])
+    h_ind, c_ind = DeviceModel(dev, "fp32", "inductor").hot_cold_times_s([ew, mm])
+    assert h_ind[0] == pytest.approx(4 * h_sh[0], rel=1e-3)  # its own hot curve
+    assert c_ind[0] - h_ind[0] == pytest.approx(c_sh[0] - h_sh[0], rel=1e-3)  # borrowed
+    assert c_ind[1] == h_ind[1]  # MAC kernels do not borrow
+    assert c_sh[1] == pytest.approx(2 * h_sh[1], rel=1e-3)
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:

@@ -24,8 +24,8 @@ Counting semantics
   model that streams one layer's cold weights after another pays only part of it (hardware
   prefetch overlaps the stream). A kernel's ``f`` is ``stream_share ·`` its bytes-weighted cold
   share.
-* Kernels that carry no operand identities (``Kernel.reads`` empty, e.g. fused kernels of a
-  compiled framework) fall back to: weights at a distance of one whole pass, other inputs just
+* Kernels that carry no operand identities (``Kernel.reads`` and ``writes`` empty, e.g. ONNX
+  Runtime's kernels) fall back to: weights at a distance of one whole pass, other inputs just
   written (``d = 0``).
 * Writes are not priced here: fresh outputs cost the same in hot and cold sweeps.
 
@@ -82,12 +82,12 @@ def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None) -> np.nd
     if n == 0 or cache is None:
         return out
     pass_bytes = float(sum(sum(b for _, b in k.reads) + sum(b for _, b in k.writes)
-                           if k.reads else k.bytes_total for k in kernels))
+                           if k.reads or k.writes else k.bytes_total for k in kernels))
     last_touch: dict[int, float] = {}
     clock = 0.0  # operand bytes touched so far
     for sweep in (0, 1):  # the first pass only sets up the steady state
         for i, k in enumerate(kernels):
-            if not k.reads:
+            if not k.reads and not k.writes:
                 if sweep:
                     out[i] = _fallback_share(k, pass_bytes, cache)
                 clock += k.bytes_total

@@ -20,9 +20,10 @@ Two kinds of op-class data:
 
 Cache state: a ``samples`` class may also carry ``cold_s``, each sample timed again with cold
 operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
-:mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; classes
-without cold data, and roofline classes (whose bandwidth term already streams every byte), use
-``t_hot``.
+:mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; a
+framework's own curve without cold samples borrows the penalty ``t_cold − t_hot`` of the shared
+curve the kernel would otherwise use; other classes without cold data, and roofline classes
+(whose bandwidth term already streams every byte), use ``t_hot``.
 
 Frameworks whose kernels differ from eager's on the same device (ONNX Runtime's MLAS kernels and
 arena allocator, inductor's generated loops) have their own curves, keyed
@@ -175,11 +176,11 @@ class DeviceModel:
             else:
                 self._curves[name] = _Roofline(dict(data.params))
 
-    def _key(self, op_class: str, variant: str, op: str) -> str:
+    def _key(self, op_class: str, variant: str, op: str, own: bool = True) -> str:
         """The most specific curve: ``@op``, then ``:variant``, then the class — first among the
-        framework's own curves (``<framework>/...``, measured through its runtime), then among
-        the shared ones."""
-        prefixes = (f"{self.framework}/", "") if self.framework else ("",)
+        framework's own curves (``<framework>/...``, measured through its runtime; skipped when
+        ``own`` is false), then among the shared ones."""
+        prefixes = (f"{self.framework}/", "") if self.framework and own else ("",)
         name = op_name(op) if op else ""
         levels = [f"{op_class}@{name}"] if name else []
         levels += [f"{op_class}:{v}" for v in (variant, "math" if variant == "math_inplace"
@@ -238,8 +239,41 @@ class DeviceModel:
                     hot[sel] = curve(macs[sel], br[sel], bw[sel])
                 cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
                              else hot[sel])
+        self._borrow_cold_penalty(kernels, classes, hot, cold, macs, br, bw)
         floor = self.device.kernel_floor_s
         return np.maximum(hot, floor), np.maximum(cold, floor)
+
+    def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
+                             hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,
+                             br: np.ndarray, bw: np.ndarray) -> None:
+        """A memory-bound kernel (no MACs) on a framework's own curve without cold samples
+        (ONNX Runtime's: its worker threads sleep through a cache flush, so a flushed sample
+        times their wake-up; inductor's generated loops) takes the cold penalty
+        ``t_cold − t_hot`` of the shared curve for the same kernel: streaming its bytes from
+        memory costs what the memory system charges, whichever loop reads them. MAC kernels do
+        not borrow: eager's cold GEMM/conv samples include the library's per-call weight
+        reorder from cold memory, which runtimes with pre-packed weights (ONNX Runtime) do not
+        pay — borrowed, that penalty over-predicted ONNX Runtime's CNNs by up to 3×. In
+        place."""
+        if not self.framework or not self._cold:
+            return
+        prefix = f"{self.framework}/"
+        own = np.array([str(c).startswith(prefix) and str(c) not in self._cold
+                        and k.op_class not in MAC_CLASSES for c, k in zip(classes, kernels)])
+        if not own.any():
+            return
+        idx = np.flatnonzero(own)
+        shared = np.array([self._key(kernels[i].op_class, kernels[i].variant,
+                                     kernels[i].members[0] if kernels[i].members else "",
+                                     own=False) for i in idx])
+        for name in np.unique(shared):
+            name = str(name)
+            if name not in self._cold or not isinstance(self._curves.get(name), _SampleCurve):
+                continue
+            sel = idx[shared == name]
+            penalty = (self._cold[name](macs[sel], br[sel], bw[sel])
+                       - self._curves[name](macs[sel], br[sel], bw[sel]))
+            cold[sel] = hot[sel] + np.maximum(penalty, 0.0)
 
     def kernel_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None,
                        cold: np.ndarray | None = None) -> np.ndarray:

@@ -242,10 +242,15 @@ _KERNEL_FIELDS = set(Kernel.__dataclass_fields__)
 
 def make_kernel(op_class: str, macs: int, bytes_read: int, bytes_written: int,
                 module_path: str, members: tuple[str, ...], dtype: str = "float32",
-                variant: str = "", bytes_weights: int = 0) -> Kernel:
-    """A Kernel; ``bytes_weights`` is kept where this version of Kernel has the field."""
+                variant: str = "", bytes_weights: int = 0,
+                reads: tuple[tuple[int, int], ...] = (),
+                writes: tuple[tuple[int, int], ...] = ()) -> Kernel:
+    """A Kernel; ``bytes_weights`` and the operand identities ``reads``/``writes`` ((storage
+    id, bytes) pairs) are kept where this version of Kernel has the fields."""
     kw: dict[str, Any] = {}
     if "bytes_weights" in _KERNEL_FIELDS:
         kw["bytes_weights"] = int(bytes_weights)
+    if (reads or writes) and "reads" in _KERNEL_FIELDS:
+        kw["reads"], kw["writes"] = tuple(reads), tuple(writes)
     return Kernel(op_class, int(macs), int(bytes_read), int(bytes_written), module_path,
                   members, dtype, variant, **kw)

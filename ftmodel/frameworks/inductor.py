@@ -19,6 +19,13 @@ Counting semantics
   externs and fallbacks from ftmodel's formulas on meta tensors of those shapes. Generated
   kernels carry 0 MACs, except Triton templates (``triton_tem_*``: GEMMs/convolutions), which
   take the MACs of the eager Trace's MAC op they replace (in order) — an approximation.
+* **Operands**: each kernel's reads and writes as (storage id, bytes), one id per buffer of the
+  wrapper (``reinterpret_tensor`` views and ``# reuse`` aliases share their buffer's), so the
+  cache model (:mod:`ftmodel.estimate.cache`) sees which operands were just written and which
+  (parameters, the graph's inputs) come round once a pass.
+* **Variant** of an extern convolution: the backend eager selects for the same shapes
+  (``mkldnn``, ``slow2d``, ...; :func:`ftmodel.tracing.formulas.variant_of`), so it is priced on
+  the same curve as eager's call.
 * **Op class** of a generated kernel from the aten ops in its descriptive name
   (``cpp_fused__native_batch_norm_legit_no_training_relu_1``): the most specific non-MAC class
   among them (softmax > norm > pool > reduction > embedding > elementwise > copy); a kernel
@@ -59,7 +66,7 @@ from ftmodel.frameworks._common import (
 )
 from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
 from ftmodel.frameworks.inductor_code import KernelCall, name_tokens, parse_wrapper
-from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of
+from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import OpRecord, Trace
 
@@ -127,14 +134,16 @@ def _aten_op(call: KernelCall) -> Any:
     return None
 
 
-def _extern_cost(call: KernelCall) -> tuple[str, int, int]:
-    """(op class, MACs, bytes written) of an extern/fallback call, from meta tensors."""
+def _extern_cost(call: KernelCall) -> tuple[str, int, int, str]:
+    """(op class, MACs, bytes written, variant) of an extern/fallback call, from meta tensors;
+    the variant is what eager's tracer gives the same call (e.g. the convolution backend,
+    ``mkldnn`` or ``slow2d``, whose speeds differ several-fold)."""
     op = _aten_op(call)
     if op is None:
         low = call.name.lower()
         cls = "conv" if "conv" in low else ("gemm" if "linear" in low or "mm" in low
                                             else "other")
-        return cls, 0, call.bytes_written
+        return cls, 0, call.bytes_written, ""
     args = [_meta(a) for a in call.args]
     kwargs = {k: _meta(v) for k, v in call.kwargs.items()}
     try:
@@ -146,7 +155,39 @@ def _extern_cost(call: KernelCall) -> tuple[str, int, int]:
     written = call.bytes_written
     if not written and isinstance(out, torch.Tensor):
         written = out.numel() * out.element_size()
-    return cls, int(macs), written
+    return cls, int(macs), written, _variant(op, call) if cls in MAC_CLASSES else ""
+
+
+def _variant(op: Any, call: KernelCall) -> str:
+    """Eager's variant for this call (:func:`variant_of`), on fake CPU tensors of its shapes:
+    backend selection depends on the device, and meta tensors select none."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        def fake(info: Any) -> Any:
+            if hasattr(info, "shape") and hasattr(info, "dtype"):
+                return torch.empty(info.shape, dtype=getattr(torch, info.dtype, torch.float32))
+            return info
+        args = [fake(a) for a in call.args]
+        kwargs = {k: fake(v) for k, v in call.kwargs.items()}
+        try:
+            return variant_of(op, _positional(op, args, kwargs))
+        except Exception:  # noqa: BLE001 - no variant rather than no prediction
+            return ""
+
+
+def _positional(op: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """``args`` followed by the keyword arguments in the op's schema order (externs pass
+    ``stride=..., groups=...`` by keyword; eager's variant logic reads them by position)."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return args
+    out = list(args)
+    for a in schema.arguments[len(args):]:
+        if a.name not in kwargs:
+            break
+        out.append(kwargs[a.name])
+    return out
 
 
 _CANONICAL = {"native_batch_norm_legit_no_training": "batch_norm",
@@ -168,6 +209,21 @@ def _packet(r: OpRecord) -> str:
     return _canonical(parts[1] if len(parts) >= 3 else parts[-1])
 
 
+def _operands(call: KernelCall, ids: dict[tuple[int, str], int]
+              ) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """(reads, writes) of a call as (storage id, bytes) pairs for the cache model: one id per
+    buffer of the wrapper (views and ``# reuse`` aliases share their buffer's id); ``ids`` is
+    filled as buffers appear. A graph's inputs are its own buffers: an output of one graph read
+    by the next counts as a different storage (a cold-side approximation at graph breaks)."""
+    def pairs(items: list[tuple[str, Any]]) -> tuple[tuple[int, int], ...]:
+        seen: dict[str, Any] = {}
+        for name, t in items:
+            seen.setdefault(name, t)
+        return tuple((ids.setdefault((call.graph_index, call.storage(name)), len(ids)),
+                      int(t.nbytes)) for name, t in seen.items())
+    return pairs(call.reads), pairs(call.writes)
+
+
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
                framework: str = NAME, input_shapes: frozenset[tuple[int, ...]] = frozenset()
                ) -> Program:
@@ -175,20 +231,22 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     calls = [c for i, code in enumerate(codes) for c in parse_wrapper(code, i)]
     records = [r for r in trace.records if r.launches] if trace is not None else []
     mac_records = [r for r in records if r.op_class in MAC_CLASSES]
-    staged: list[tuple[KernelCall, str, int, int, list[str]]] = []
+    staged: list[tuple[KernelCall, str, int, int, list[str], str]] = []
     for call in calls:
         tokens = name_tokens(call.name, _vocabulary()) if call.kind == "generated" else []
         if call.kind == "generated":
-            cls, macs, written = _generated_class(call.name, tokens), 0, call.bytes_written
+            cls, macs, written, variant = (_generated_class(call.name, tokens), 0,
+                                           call.bytes_written, "")
         else:
-            cls, macs, written = _extern_cost(call)
-        staged.append((call, cls, macs, written, tokens))
+            cls, macs, written, variant = _extern_cost(call)
+        staged.append((call, cls, macs, written, tokens, variant))
     n_mac = sum(1 for _, cls, *_ in staged if cls in MAC_CLASSES)
     pair_macs = bool(mac_records) and n_mac == len(mac_records)
     kernels: list[Kernel] = []
+    storage_ids: dict[tuple[int, str], int] = {}
     cursor, mac_i, prev_path = 0, 0, ""
     index_of = {id(r): i for i, r in enumerate(records)}
-    for call, cls, macs, written, tokens in staged:
+    for call, cls, macs, written, tokens, variant in staged:
         path = prev_path
         if cls in MAC_CLASSES:
             if mac_i < len(mac_records):
@@ -218,8 +276,8 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
         dtype = {"float": "float32", "half": "float16"}.get(dtype, dtype)
         members = tuple(f"aten.{t}" for t in tokens) if tokens else (call.name,)
         kernels.append(make_kernel(cls, macs, call.bytes_read, written, path,
-                                   (call.name, *members) if tokens else members, dtype, "",
-                                   weights))
+                                   (call.name, *members) if tokens else members, dtype,
+                                   variant, weights, *_operands(call, storage_ids)))
         prev_path = path
     kt = tuple(kernels)
     events = kernel_events(kt)

@@ -59,6 +59,13 @@ class KernelCall:
     result: _TensorInfo | None = None  # extern/fallback output, when the code states it
     comment: str = ""  # the "# Topologically Sorted Source Nodes ..." line above, if any
     graph_index: int = 0
+    # tensor name in reads/writes -> the buffer whose memory it is (``buf3 = buf0  # reuse``
+    # and ``reinterpret_tensor(buf0, ...)`` share buf0's storage); names absent map to themselves
+    storages: dict[str, str] = field(default_factory=dict)
+
+    def storage(self, name: str) -> str:
+        """The buffer (graph input ``arg*``/``primals*`` or allocation ``buf*``) holding ``name``."""
+        return self.storages.get(name, name)
 
     @property
     def bytes_read(self) -> int:
@@ -127,7 +134,11 @@ class _Reader:
         self.tree = ast.parse(code)
         self.kernels = _kernel_params(code)
         self.tensors: dict[str, _TensorInfo] = {}
+        self.roots: dict[str, str] = {}  # name -> the buffer whose storage it shares
         self._read_graph_inputs()
+
+    def root(self, name: str) -> str:
+        return self.roots.get(name, name)
 
     def _read_graph_inputs(self) -> None:
         for fn in ast.walk(self.tree):
@@ -185,6 +196,7 @@ class _Reader:
             name, value = st.targets[0].id, st.value
             if isinstance(value, ast.Name) and value.id in self.tensors:
                 self.tensors[name] = self.tensors[value.id]
+                self.roots[name] = self.root(value.id)
             elif isinstance(value, ast.Call):
                 fn = _dotted(value.func)
                 if fn.startswith("empty_strided") and value.args:
@@ -197,6 +209,7 @@ class _Reader:
                     t = self.tensor(value)
                     if t is not None:
                         self.tensors[name] = t
+                        self.roots[name] = self.root(self._base_name(value))
         if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
             fn, args = _dotted(st.value.func), st.value.args
             if fn in ("assert_size_stride", "assert_tensor_metadata") and len(args) >= 2 and \
@@ -237,10 +250,13 @@ class _Reader:
                 call.args.append(t if t is not None else _literal(a))
                 if t is not None:
                     call.reads.append((self._base_name(a), t))
+                    call.storages[self._base_name(a)] = self.root(self._base_name(a))
             for k in value.keywords:
                 t = self.tensor(k.value)
                 if k.arg == "out" and t is not None:
                     call.writes.append((self._base_name(k.value), t))
+                    call.storages[self._base_name(k.value)] = self.root(
+                        self._base_name(k.value))
                     call.result = t
                 else:
                     call.kwargs[str(k.arg)] = t if t is not None else _literal(k.value)
@@ -258,6 +274,7 @@ class _Reader:
                 continue
             pname = params[i] if i < len(params) else "in_ptr"
             base = self._base_name(a)
+            call.storages[base] = self.root(base)
             if pname.startswith("in_out_ptr"):
                 call.reads.append((base, t))
                 call.writes.append((base, t))
