@@ -135,22 +135,26 @@ def test_framework_curves_preferred_over_shared_ones() -> None:
 
 
 def test_own_curve_without_cold_data_borrows_the_shared_cold_penalty() -> None:
-    """A memory-bound kernel on a framework's own (hot-only) curve pays the shared curve's
-    cold penalty; a MAC kernel does not borrow one; eager keeps the shared blend."""
+    """A memory-bound kernel on a framework's own (hot-only) curve pays the cold penalty of
+    the shared curve it would otherwise use; a MAC kernel pays that of a shared reduction over
+    its bytes (streaming), not eager's GEMM penalty; eager keeps the shared blend."""
     hot = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
     slow = tuple((0.0, b / 2, b / 2, 4 * b / 1e10) for b in (1e3, 1e5, 1e7))
+    red = tuple((0.0, b, 8.0, b / 2e10) for b in (1e3, 1e5, 1e7))
     dev = _device({
         "elementwise": OpClassData("samples", hot, cold_s=tuple(3 * r[3] for r in hot)),
         "inductor/elementwise": OpClassData("samples", slow),
+        "reduction": OpClassData("samples", red, cold_s=tuple(5 * r[3] for r in red)),
         "gemm": OpClassData("samples", SAT_ROWS, cold_s=tuple(2 * r[3] for r in SAT_ROWS)),
         "inductor/gemm": OpClassData("samples", SAT_ROWS)})
-    ew, mm = _ew(1e5), _gemm(1e6)
+    ew, mm = _ew(1e5), _gemm(1e6, 1e5)
     h_sh, c_sh = DeviceModel(dev).hot_cold_times_s([ew, mm])
     h_ind, c_ind = DeviceModel(dev, "fp32", "inductor").hot_cold_times_s([ew, mm])
     assert h_ind[0] == pytest.approx(4 * h_sh[0], rel=1e-3)  # its own hot curve
     assert c_ind[0] - h_ind[0] == pytest.approx(c_sh[0] - h_sh[0], rel=1e-3)  # borrowed
-    assert c_ind[1] == h_ind[1]  # MAC kernels do not borrow
-    assert c_sh[1] == pytest.approx(2 * h_sh[1], rel=1e-3)
+    # the GEMM reads 1e5 bytes: the reduction's penalty for them, 4 × 1e5 / 2e10 s
+    assert c_ind[1] - h_ind[1] == pytest.approx(4 * 1e5 / 2e10, rel=0.05)
+    assert c_sh[1] == pytest.approx(2 * h_sh[1], rel=1e-3)  # eager: its own GEMM cold curve
 
 
 # ---- fallback -----------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ Cache state: a ``samples`` class may also carry ``cold_s``, each sample timed ag
 operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
 :mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; a
 framework's own curve without cold samples borrows the penalty ``t_cold − t_hot`` of the shared
-curve the kernel would otherwise use; other classes without cold data, and roofline classes
+curve the kernel would otherwise use (a MAC kernel: of a shared reduction over its bytes, see
+``DeviceModel._borrow_cold_penalty``); other classes without cold data, and roofline classes
 (whose bandwidth term already streams every byte), use ``t_hot``.
 
 Frameworks whose kernels differ from eager's on the same device (ONNX Runtime's MLAS kernels and
@@ -59,6 +60,8 @@ FALLBACK_CLASS = {
     "elementwise": "copy",
 }
 _EPS = 1.0
+# the shared curve whose cold penalty a MAC kernel on a hot-only framework curve borrows
+STREAM_CLASS = "reduction"
 
 
 def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
@@ -246,24 +249,26 @@ class DeviceModel:
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
                              hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,
                              br: np.ndarray, bw: np.ndarray) -> None:
-        """A memory-bound kernel (no MACs) on a framework's own curve without cold samples
-        (ONNX Runtime's: its worker threads sleep through a cache flush, so a flushed sample
-        times their wake-up; inductor's generated loops) takes the cold penalty
-        ``t_cold − t_hot`` of the shared curve for the same kernel: streaming its bytes from
-        memory costs what the memory system charges, whichever loop reads them. MAC kernels do
-        not borrow: eager's cold GEMM/conv samples include the library's per-call weight
-        reorder from cold memory, which runtimes with pre-packed weights (ONNX Runtime) do not
-        pay — borrowed, that penalty over-predicted ONNX Runtime's CNNs by up to 3×. In
-        place."""
+        """A kernel on a framework's own curve without cold samples (ONNX Runtime's: its
+        worker threads sleep through a cache flush, so a flushed sample times their wake-up;
+        inductor's generated loops) borrows a cold penalty ``t_cold − t_hot`` from the shared
+        curves: streaming bytes from memory costs what the memory system charges, whichever
+        loop reads them. A memory-bound kernel takes the penalty of the shared curve it would
+        otherwise use. A MAC kernel takes that of a shared reduction reading its bytes
+        (:data:`STREAM_CLASS`: reads, barely writes, like a GEMM streaming its weights), not
+        that of eager's GEMM/conv: eager's cold samples include the library's per-call weight
+        packing from cold memory, which runtimes with pre-packed weights (ONNX Runtime) do not
+        pay — borrowed, that penalty over-predicted ONNX Runtime's CNNs up to 3×. In place."""
         if not self.framework or not self._cold:
             return
         prefix = f"{self.framework}/"
         own = np.array([str(c).startswith(prefix) and str(c) not in self._cold
-                        and k.op_class not in MAC_CLASSES for c, k in zip(classes, kernels)])
+                        for c in classes])
         if not own.any():
             return
         idx = np.flatnonzero(own)
-        shared = np.array([self._key(kernels[i].op_class, kernels[i].variant,
+        shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else
+                           self._key(kernels[i].op_class, kernels[i].variant,
                                      kernels[i].members[0] if kernels[i].members else "",
                                      own=False) for i in idx])
         for name in np.unique(shared):
