@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import ftmodel
-from ftmodel.estimate.cache import CacheModel, cold_fractions
+from ftmodel.estimate.cache import CacheModel, cold_fractions, cold_fractions_reference
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.frameworks.base import Kernel
 from ftmodel.frameworks.eager import lower
@@ -94,3 +94,25 @@ def test_device_time_blends_hot_and_cold() -> None:
     assert dm.has_cold_data
     assert not DeviceModel(_device(cold=False)).has_cold_data
     assert blend_hot_cold(np.array([2.0]), np.array([1.0]), np.array([1.0]))[0] == 2.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_cold_fractions_equal_the_reference_loop(seed: int) -> None:
+    """Random operand sequences (reuse, repeats within a kernel, kernels without identities,
+    kernels that only write): the vectorised simulation gives the loop's answer."""
+    rng = np.random.default_rng(seed)
+    kernels = []
+    for _ in range(int(rng.integers(1, 60))):
+        kind = rng.integers(0, 5)
+        if kind == 0:  # no identities: the fallback path
+            kernels.append(Kernel("gemm", 10, int(rng.integers(0, 4 * MB)),
+                                  int(rng.integers(0, MB)), "", ("Gemm",),
+                                  bytes_weights=int(rng.integers(0, 2 * MB))))
+            continue
+        def ops(k: int) -> list[tuple[int, int]]:
+            return [(int(rng.integers(0, 12)), int(rng.integers(1, 3 * MB))) for _ in range(k)]
+        reads = [] if kind == 1 else ops(int(rng.integers(1, 4)))
+        kernels.append(_k(reads, ops(int(rng.integers(0 if reads else 1, 3)))))
+    cache = CacheModel(2 * MB, 8 * MB, stream_share=0.7)
+    np.testing.assert_allclose(cold_fractions(kernels, cache),
+                               cold_fractions_reference(kernels, cache), rtol=1e-9, atol=1e-12)
