@@ -39,6 +39,17 @@ def test_in_model_fit_recovers_the_true_form_and_coefficients() -> None:
     assert fit["host_scale"] == 1.0
 
 
+def test_in_model_fit_keeps_no_correction_when_none_helps() -> None:
+    """Costs that add up as predicted, with ±10% noise: no fitted form beats leaving the
+    prediction alone on held-out networks, so the identity is kept."""
+    host, dev, nbytes, kernels, groups = _networks(2)
+    rng = np.random.default_rng(3)
+    measured = [(h + d) * float(rng.uniform(0.9, 1.1)) for h, d in zip(host, dev)]
+    fit = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups)
+    assert (fit["device_scale"], fit["per_kernel_s"], fit["per_byte_s"]) == (1.0, 0.0, 0.0)
+    assert 0.0 < fit["cv_median_ape"] < 0.1
+
+
 def test_in_model_fit_without_groups_fits_every_term() -> None:
     host, dev, nbytes, kernels, _ = _networks(1)
     measured = [h + d + 1e-11 * b for h, d, b in zip(host, dev, nbytes)]
