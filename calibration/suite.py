@@ -339,6 +339,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     n_threads = set_threads(threads)
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)
+    if update and all(f == "eager" for f in fws):
+        raise InvalidArgumentError(
+            "--update re-measures frameworks other than eager into an existing profile, and "
+            f"none was named (frameworks: {', '.join(fws)}); name one, e.g. --frameworks "
+            "inductor, or calibrate afresh to re-measure eager")
     base = _profile_to_update(path, device, n_threads) if update else None
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()

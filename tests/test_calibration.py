@@ -194,6 +194,9 @@ def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_pa
                         progress=False, threads=1, update=True)
     path = tmp_path / "copy.json"
     path.write_bytes(quick_profile.read_bytes())
+    with pytest.raises(ValueError, match="none was named.*--frameworks inductor"):
+        suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1,
+                        update=True)
     old = torch.get_num_threads()
     try:
         with pytest.raises(ValueError, match="measured with 1 threads, not 2.*--threads 1"):
