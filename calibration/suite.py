@@ -20,7 +20,9 @@
    eager sweeps' (the profile's device half is shared: a fused kernel costs its bytes on the
    same per-op curves). Build/compile time counts towards the calibration's duration.
 
-Eager is always calibrated: the sweeps that give the device half need it.
+Eager is always calibrated: the sweeps that give the device half need it, except with
+``update=True`` (``ftmodel calibrate --update``), which re-measures only the named non-eager
+frameworks into an existing profile of this machine (:mod:`calibration.update`).
 
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed). On CUDA
@@ -46,12 +48,13 @@ from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_
                                   fit_event_costs, host_programs)
 from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from calibration.networks import fit_in_model, synthetic_networks
+from calibration.update import kept_for_update, profile_to_update
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
-                                      OpClassData, read_profile, write_profile)
+                                      OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (cache_flusher, last_level_cache_bytes, measure_cold_interleaved,
                              measure_interleaved, set_threads)
@@ -290,30 +293,6 @@ class _compile_limits:
             self.patch.__exit__(*exc)
 
 
-def _profile_to_update(path: Path, device: str, threads: int) -> HardwareProfile:
-    """The calibrated profile at ``path`` that an update adds to, checked to be this machine's
-    (device type, thread count, host CPU)."""
-    if not path.exists():
-        raise InvalidArgumentError(f"--update needs an existing profile at {str(path)!r}, and there is "
-                         "none; run the full calibration first (without --update)")
-    base = read_profile(path)
-    want_type = "cpu" if device == "cpu" else "cuda"
-    problems = []
-    if base.kind != "calibrated":
-        problems.append(f"it is a {base.kind} profile, not a calibrated one")
-    if base.device.type != want_type:
-        problems.append(f"its device is {base.device.type!r}, not {want_type!r}")
-    if int(base.host.threads) != threads:
-        problems.append(f"it was measured with {base.host.threads} threads, not {threads} "
-                        f"(pass --threads {base.host.threads})")
-    if base.host.cpu != _cpu_name():
-        problems.append(f"its host CPU is {base.host.cpu!r}, this one is {_cpu_name()!r}")
-    if problems:
-        raise InvalidArgumentError(f"cannot update profile {str(path)!r}: " + "; ".join(problems)
-                         + "; calibrate afresh into a new file instead")
-    return base
-
-
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
               quick: bool = False, progress: bool = True, name: str | None = None,
@@ -344,7 +323,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             "--update re-measures frameworks other than eager into an existing profile, and "
             f"none was named (frameworks: {', '.join(fws)}); name one, e.g. --frameworks "
             "inductor, or calibrate afresh to re-measure eager")
-    base = _profile_to_update(path, device, n_threads) if update else None
+    base = profile_to_update(path, device, n_threads, _cpu_name()) if update else None
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     sweeps = op_samples(quick)
@@ -372,20 +351,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     provenance["last_level_cache_bytes"] = llc_bytes
     cache: dict[str, float] = {}
     if base is not None:
-        own = tuple(f"{f}/" for f in extra)
-        classes = {c: d for c, d in base.device.op_classes.items() if not c.startswith(own)}
-        raw = {c: r for c, r in base.provenance.get("raw_op_times", {}).items()
-               if not c.startswith(own)}
-        cache = dict(base.device.cache)
-        host = HostProfile(base.host.name, base.host.cpu, base.host.threads,
-                           {f: h for f, h in base.host.frameworks.items() if f not in extra})
-        updates = list(base.provenance.get("updates", []))
-        updates.append({"frameworks": extra, "date": provenance["date"],
-                        "torch": torch.__version__, "settings": provenance["settings"]})
-        provenance = {**base.provenance, "updates": updates, "complete": False,
-                      "frameworks": list(dict.fromkeys([*base.provenance.get("frameworks", []),
-                                                        *extra]))}
-        started = time.time() - float(base.provenance.get("duration_s", 0.0))
+        kept = kept_for_update(base, extra, provenance)
+        classes, raw, cache, host, provenance = (kept.classes, kept.raw, kept.cache, kept.host,
+                                                 kept.provenance)
+        started = time.time() - kept.duration_s
 
     def snapshot(complete: bool) -> HardwareProfile:
         provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
