@@ -34,16 +34,17 @@ import enum
 import types
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ftmodel.errors import FtmodelError
-from ftmodel.tracing.dispatch import _tensors, _to_meta, trace
+from ftmodel.tracing.dispatch import _to_meta
 from ftmodel.tracing.inputs import InputSpec, ModelInputs, _as_inputs, resolve_inputs
+from ftmodel.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
+                                   trace_segment)
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = [
@@ -63,7 +64,6 @@ _EXACT = frozenset({int, float, bool, str, bytes, type(None), torch.dtype, torch
 _BY_IDENTITY = (enum.Enum, type, types.FunctionType, types.BuiltinFunctionType,
                 types.MethodType)
 _LIST, _SET, _DICT, _TENSOR = object(), object(), object(), object()  # markers: no collisions
-_RECORD_REST = tuple(f.name for f in fields(OpRecord))[2:]  # all but index, module_path
 _OPERAND_FIELDS = tuple(f for f in _RECORD_REST if f in ("reads", "writes"))
 if tuple(f.name for f in fields(OpRecord))[:2] != ("index", "module_path"):
     raise ImportError("ftmodel.structure expects OpRecord to start with index, module_path")
@@ -197,22 +197,6 @@ def _checked_key(module: nn.Module, walk: _Walk, path: str, root: bool = False) 
         raise Uncacheable(f"module {where!r} {err.reason}") from None
 
 
-class TensorMeta(NamedTuple):
-    """What a fake trace sees of a tensor: shape, stride, dtype and (fake) device."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-    device: torch.device
-
-    @classmethod
-    def of(cls, t: torch.Tensor) -> TensorMeta:
-        return cls(tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
-
-    def make(self) -> torch.Tensor:
-        return torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
-
-
 def input_meta(model: nn.Module, inputs: InputSpec, batch: int, dtype: torch.dtype,
                param_device: torch.device | None) -> tuple[ModelInputs, tuple[TensorMeta, ...]]:
     """The forward arguments the tracer would build for ``model`` at ``batch`` (as meta or fake
@@ -309,26 +293,6 @@ def plan_of(model: nn.Module, intern: dict[Hashable, Hashable] | None = None) ->
     return Plan(tuple(steps), tuple(keys), whole, not shared, walk.device, "; ".join(why))
 
 
-@dataclass(frozen=True)
-class SegmentTrace:
-    """One segment's trace with module paths and storage ids relative to the segment.
-
-    Storage ids (``OpRecord.reads`` / ``writes``) are numbered from 0 in order of first
-    appearance, as in any trace; ``in_sid`` / ``out_sid`` are the ids of the segment's input and
-    output storages (None: never an operand), ``out_is_in`` whether they are one storage.
-    """
-
-    records: tuple[tuple[str, tuple[Any, ...]], ...]  # (relative module path, other fields)
-    module_calls: tuple[tuple[str, int], ...]
-    out: TensorMeta | None  # None: the output is not a single tensor
-    relocatable: bool  # traced on fake tensors, every path names a module of the segment
-    n_sids: int = 0
-    in_sid: int | None = None
-    out_sid: int | None = None
-    out_is_in: bool = False
-    counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters (see _COUNTERS)
-
-
 class TraceCache:
     """Per-segment traces keyed by (structure key, input TensorMeta, dtype); shareable between
     oracles of different frameworks (traces do not depend on the framework or the profile)."""
@@ -360,7 +324,7 @@ class TraceCache:
                 self.hits += 1
                 return hit
         self.misses += 1
-        seg = _trace_segment(module, meta, dtype)
+        seg = trace_segment(module, meta, dtype)
         if full is not None:
             self._data[full] = seg
         return seg
@@ -413,12 +377,6 @@ class TraceCache:
                      meta={"model": type(model).__name__}, **counters)
 
 
-# Trace fields assemble() builds itself; every other field must be an integer counter of
-# events inside the forward (e.g. n_py_calls), summed over segments (Sequential containers
-# are torch code and add none). A field of another kind makes traces unassemblable.
-_ASSEMBLED = frozenset({"records", "n_module_calls", "module_calls", "batch", "fake",
-                        "warnings", "meta"})
-_COUNTERS = tuple(f.name for f in fields(Trace) if f.name not in _ASSEMBLED)
 _NEW_RECORD = not hasattr(OpRecord, "__post_init__") and not hasattr(OpRecord, "__slots__")
 
 
@@ -450,143 +408,3 @@ def _relocate(out: list[OpRecord], placed: list[dict[str, Any]], gmap: list[int]
         append(r)
 
 
-class _StorageObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Sees the same aten ops as the tracer's recorder (pushed above it, inside the segment's
-    forward) and notes the storage of each operand, to name the input/output storage ids."""
-
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.ops: list[tuple[list[int], list[int]]] = []
-
-    def __torch_dispatch__(self, func: Any, types_: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if getattr(func, "namespace", "aten") != "prim":  # as the recorder
-            self.ops.append((_storage_keys((args, kwargs)), _storage_keys(out)))
-        return out
-
-
-def _storage_keys(tree: Any) -> list[int]:
-    """The recorder's storage identity (the storage's address) of each tensor in ``tree``, in
-    ``tree_flatten`` order (the recorder's operand order)."""
-    flat = _flat_tensors(tree)
-    out = []
-    for t in _tensors(tree) if flat is None else flat:
-        try:
-            out.append(int(t.untyped_storage()._cdata))
-        except (RuntimeError, NotImplementedError, AttributeError):
-            out.append(id(t))
-    return out
-
-
-_Tensor = torch.Tensor
-
-
-def _flat_tensors(tree: Any) -> list[torch.Tensor] | None:
-    """The tensors of ``tree`` in ``tree_flatten`` order, for the shapes aten ops take (a
-    tensor; a tuple/list of tensors, numbers, None and tuples/lists of those; an
-    ``(args, kwargs)`` pair whose kwargs hold no tensor); None for anything else (the caller
-    then flattens it with pytree)."""
-    if isinstance(tree, _Tensor):
-        return [tree]
-    if (type(tree) is tuple and len(tree) == 2 and type(tree[1]) is dict
-            and type(tree[0]) is tuple):
-        args, kwargs = tree
-        for v in kwargs.values():
-            if isinstance(v, (_Tensor, list, tuple, dict)):
-                return None
-        tree = args
-    if type(tree) not in (tuple, list):
-        return None
-    out: list[torch.Tensor] = []
-    for a in tree:
-        if isinstance(a, _Tensor):
-            out.append(a)
-        elif type(a) in (tuple, list):
-            for b in a:
-                if isinstance(b, _Tensor):
-                    out.append(b)
-                elif type(b) in (tuple, list, dict):
-                    return None
-        elif type(a) is dict:
-            return None
-    return out
-
-
-def _recorder_storage_ids() -> dict[int, int] | None:
-    """The active tracer's map from storage address to storage id (None if the tracer's
-    recorder cannot be found; the segment is then traced with a :class:`_StorageObserver`)."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-    for mode in reversed(_get_current_dispatch_mode_stack()):
-        ids = getattr(getattr(mode, "rec", None), "_storage_ids", None)
-        if type(ids) is dict:
-            return ids
-    return None
-
-
-def _trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> SegmentTrace:
-    """Trace ``module`` alone on a fake input described by ``meta``.
-
-    The segment's input and output storage ids are read from the tracer's own storage map
-    after the forward (the recorder keeps every storage alive, so addresses are not reused);
-    where that map is not reachable, a :class:`_StorageObserver` pushed inside the forward
-    notes each op's operand storages instead (slower: a second dispatch layer).
-    """
-    observer: _StorageObserver | None = None
-    ends: dict[str, Any] = {}
-    had_forward = "forward" in module.__dict__
-    saved, inner = module.__dict__.get("forward"), module.forward
-
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        nonlocal observer
-        ends["in"] = _storage_keys((args, kwargs))
-        ids = _recorder_storage_ids()
-        if ids is None:
-            observer = _StorageObserver()
-            with observer:
-                out = inner(*args, **kwargs)
-        else:
-            out = inner(*args, **kwargs)
-        ends["out"] = _storage_keys(out)
-        if ids is not None:
-            ends["sids"] = {k: ids[k] for k in ends["in"] + ends["out"] if k in ids}
-        ends["meta"] = TensorMeta.of(out) if isinstance(out, torch.Tensor) else None
-        return out
-
-    make: Callable[[int], torch.Tensor] = lambda _b: meta.make()
-    setattr(module, "forward", forward)  # noqa: B010 - restored below
-    try:
-        tr = trace(module, make, None, dtype=dtype)
-    except FtmodelError:
-        return SegmentTrace((), (), None, False)
-    finally:
-        if had_forward:
-            module.__dict__["forward"] = saved
-        else:
-            del module.__dict__["forward"]
-    names = {n for n, _ in module.named_modules(remove_duplicate=False)}
-    counters = tuple((f, getattr(tr, f)) for f in _COUNTERS)
-    relocatable = (tr.fake and ("sids" in ends or observer is not None
-                                and len(observer.ops) == len(tr.records))
-                   and all(type(v) is int for _, v in counters)
-                   and all(r.module_path in names for r in tr.records)
-                   and all(n in names for n in tr.module_calls))
-    sid_of: dict[int, int] = {}  # storage address -> this trace's storage id
-    if "sids" in ends:  # ids the recorder gave to storages that were operands
-        sid_of = ends["sids"]
-    elif observer is not None:
-        for r, (ins, outs) in zip(tr.records, observer.ops):
-            for operands, keys_ in ((getattr(r, "reads", ()), ins),
-                                    (getattr(r, "writes", ()), outs)):
-                if len(operands) == len(keys_):
-                    sid_of.update((k, sid) for k, (sid, _) in zip(keys_, operands))
-    in_keys, out_keys = ends.get("in", []), ends.get("out", [])
-    in_sid = sid_of.get(in_keys[0]) if len(in_keys) == 1 else None
-    out_sid = sid_of.get(out_keys[0]) if len(out_keys) == 1 else None
-    n_sids = 1 + max((sid for r in tr.records for j in ("reads", "writes")
-                      for sid, _ in getattr(r, j, ())), default=-1)
-    records = tuple((r.module_path, tuple(getattr(r, f) for f in _RECORD_REST))
-                    for r in tr.records)
-    return SegmentTrace(records, tuple(tr.module_calls.items()), ends.get("meta"), relocatable,
-                        n_sids, in_sid, out_sid, bool(in_keys) and in_keys == out_keys, counters)
