@@ -222,7 +222,6 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     EP's graph on the CPU EP (:mod:`ftmodel.frameworks.onnx_cuda`): nothing is run, the
     artifact has no session."""
     import onnx
-    import onnxruntime as ort
 
     feasibility.precheck(NAME, trace)
     if not emulate_cuda:

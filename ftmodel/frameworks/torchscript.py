@@ -52,7 +52,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftmodel.errors import FrameworkUnsupported
 from ftmodel.frameworks import feasibility
 from ftmodel.frameworks._common import (
     ArtifactCache,
