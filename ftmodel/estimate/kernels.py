@@ -178,6 +178,11 @@ class DeviceModel:
                     self._cold[name] = _SampleCurve.fit(base, data, cold=True)
             else:
                 self._curves[name] = _Roofline(dict(data.params))
+        # whether some of the framework's own curves lack cold samples (see
+        # _borrow_cold_penalty); False for eager and every profile without own curves
+        own = f"{framework}/"
+        self._borrows = bool(framework) and bool(self._cold) and any(
+            n.startswith(own) and n not in self._cold for n in self._curves)
 
     def _key(self, op_class: str, variant: str, op: str, own: bool = True) -> str:
         """The most specific curve: ``@op``, then ``:variant``, then the class — first among the
@@ -259,7 +264,7 @@ class DeviceModel:
         that of eager's GEMM/conv: eager's cold samples include the library's per-call weight
         packing from cold memory, which runtimes with pre-packed weights (ONNX Runtime) do not
         pay — borrowed, that penalty over-predicted ONNX Runtime's CNNs up to 3×. In place."""
-        if not self.framework or not self._cold:
+        if not self._borrows:
             return
         prefix = f"{self.framework}/"
         own = np.array([str(c).startswith(prefix) and str(c) not in self._cold

@@ -65,7 +65,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
-from ftmodel.frameworks.inductor_code import KernelCall, name_tokens, parse_wrapper
+from ftmodel.frameworks.inductor_code import KernelCall, _distinct, name_tokens, parse_wrapper
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import OpRecord, Trace
@@ -115,10 +115,11 @@ def _generated_class(name: str, tokens: list[str]) -> str:
     return "copy"
 
 
-def _meta(info: Any) -> Any:
+def _meta(info: Any, device: str = "meta") -> Any:
+    """An empty tensor of the shape and dtype ``info`` describes (other values as they are)."""
     if hasattr(info, "shape") and hasattr(info, "dtype"):
         return torch.empty(info.shape, dtype=getattr(torch, info.dtype, torch.float32),
-                           device="meta")
+                           device=device)
     return info
 
 
@@ -164,12 +165,8 @@ def _variant(op: Any, call: KernelCall) -> str:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        def fake(info: Any) -> Any:
-            if hasattr(info, "shape") and hasattr(info, "dtype"):
-                return torch.empty(info.shape, dtype=getattr(torch, info.dtype, torch.float32))
-            return info
-        args = [fake(a) for a in call.args]
-        kwargs = {k: fake(v) for k, v in call.kwargs.items()}
+        args = [_meta(a, "cpu") for a in call.args]
+        kwargs = {k: _meta(v, "cpu") for k, v in call.kwargs.items()}
         try:
             return variant_of(op, _positional(op, args, kwargs))
         except Exception:  # noqa: BLE001 - no variant rather than no prediction
@@ -216,11 +213,8 @@ def _operands(call: KernelCall, ids: dict[tuple[int, str], int]
     filled as buffers appear. A graph's inputs are its own buffers: an output of one graph read
     by the next counts as a different storage (a cold-side approximation at graph breaks)."""
     def pairs(items: list[tuple[str, Any]]) -> tuple[tuple[int, int], ...]:
-        seen: dict[str, Any] = {}
-        for name, t in items:
-            seen.setdefault(name, t)
         return tuple((ids.setdefault((call.graph_index, call.storage(name)), len(ids)),
-                      int(t.nbytes)) for name, t in seen.items())
+                      int(t.nbytes)) for name, t in _distinct(items))
     return pairs(call.reads), pairs(call.writes)
 
 
