@@ -1,0 +1,331 @@
+"""Count an executed TorchScript graph: interpret it node by node on fake tensors and emit
+ftmodel Kernels. The counting semantics are in :mod:`ftmodel.frameworks.torchscript`'s
+docstring; this module is its graph walk (:func:`lower_graph`)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ftmodel.frameworks._common import PositionalModule, make_kernel, module_path_from_scope
+from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.frameworks.torchscript_cuda import call_aten_node
+from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
+from ftmodel.tracing.records import Trace
+
+__all__ = ["FUSION_GROUPS", "MAC_KINDS", "NAME", "lower_graph"]
+
+NAME = "torchscript"
+FUSION_GROUPS = frozenset({"prim::TensorExprGroup", "prim::FusionGroup",
+                           "prim::CudaFusionGroup", "prim::StaticSubgraph"})
+_NOT_INSTRUCTIONS = frozenset({"prim::Constant", "prim::ConstantMKLDNNTensor"})
+_ALWAYS_VIEW = frozenset({"dropout", "dropout_", "feature_dropout", "alpha_dropout", "detach",
+                          "view", "view_as", "expand", "expand_as", "unsqueeze", "squeeze",
+                          "select", "slice", "transpose", "permute", "t", "chunk", "split",
+                          "unbind", "narrow", "as_strided", "alias", "numpy_T", "unflatten"})
+_MAYBE_COPY = frozenset({"reshape", "flatten", "contiguous", "reshape_as"})
+MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
+    "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
+    "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "einsum", "scaled_dot_product_attention", "_native_multi_head_attention"))})
+_CLASS_OVERRIDES = {"linear": "gemm", "einsum": "bmm", "scaled_dot_product_attention":
+                    "attention", "batch_norm": "norm", "layer_norm": "norm",
+                    "group_norm": "norm", "instance_norm": "norm", "to_mkldnn": "copy",
+                    "to_dense": "copy", "conv1d": "conv", "conv2d": "conv", "conv3d": "conv",
+                    "conv_transpose1d": "conv", "conv_transpose2d": "conv",
+                    "conv_transpose3d": "conv", "mkldnn_convolution": "conv",
+                    "MKLDNNLayerNorm": "norm"}
+
+
+def _numel(shape: Iterable[int]) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+def _tensors(values: Iterable[Any]) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(t for t in v if isinstance(t, torch.Tensor))
+    return out
+
+
+def _nbytes(ts: Iterable[torch.Tensor]) -> int:
+    seen: set[int] = set()
+    total = 0
+    for t in ts:
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _conv_macs(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, transposed: bool) -> int:
+    return (x.numel() if transposed else out.numel()) * _numel(w.shape[1:])
+
+
+def _special_macs(name: str, args: list[Any], out: Any) -> int | None:
+    """MACs of the composite ops TorchScript keeps (None: use ftmodel's formula registry)."""
+    o = out[0] if isinstance(out, (tuple, list)) else out
+    if not isinstance(o, torch.Tensor):
+        return None
+    if name in ("matmul", "linear"):
+        a = args[0]
+        return o.numel() * int(a.shape[-1]) if isinstance(a, torch.Tensor) else 0
+    if name in ("conv1d", "conv2d", "conv3d", "mkldnn_convolution"):
+        return _conv_macs(args[0], args[1], o, False)
+    if name.startswith("conv_transpose"):
+        return _conv_macs(args[0], args[1], o, True)
+    if name == "einsum":
+        from ftmodel.frameworks.onnx_graph import _einsum_macs
+        return _einsum_macs(str(args[0]), [tuple(t.shape) for t in args[1]])
+    if name == "scaled_dot_product_attention":
+        q, k, v = args[0], args[1], args[2]
+        return int(_numel(q.shape[:-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1]))
+    return None
+
+
+@dataclass
+class _Interp:
+    """Runs a TorchScript graph node by node on fake tensors and records the kernels."""
+
+    names: frozenset[str]
+    fake_mode: Any
+    kernels: list[Kernel] = field(default_factory=list)
+    events: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    env: dict[int, Any] = field(default_factory=dict)  # Value.unique() -> fake value
+    paths: dict[int, str] = field(default_factory=dict)  # Value.unique() -> producer's path
+    weights: set[int] = field(default_factory=set)  # ids of fake tensors from constants
+    mac_paths: list[str] | None = None  # eager Trace's MAC-op module paths, consumed in order
+
+    # ---- evaluation --------------------------------------------------------------------
+    def constant(self, node: Any) -> Any:
+        if node.kind() == "prim::ConstantMKLDNNTensor":
+            t = node.t("value")
+            return torch.empty(tuple(t.shape), dtype=t.dtype)
+        val = node.output().toIValue()
+        if isinstance(val, torch.Tensor):
+            val = self.fake_mode.from_tensor(val)
+        return val
+
+    def evaluate(self, node: Any, args: list[Any]) -> tuple[Any, Any]:
+        kind = node.kind()
+        ns = kind.partition("::")[0]
+        if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
+            return None, list(args) if kind == "prim::ListConstruct" else tuple(args)
+        if kind in ("prim::ListUnpack", "prim::TupleUnpack"):
+            return None, tuple(args[0])
+        if kind == "prim::TupleIndex":
+            return None, args[0][args[1]]
+        if kind in ("prim::NumToTensor", "aten::Int", "aten::Float", "aten::ScalarImplicit",
+                    "aten::IntImplicit", "aten::FloatImplicit", "prim::profile"):
+            return None, args[0]
+        if kind in ("prim::TypeCheck", "prim::RequiresGradCheck", "prim::TensorExprDynamicGuard"):
+            return None, (*args, True)
+        if kind == "prim::BroadcastMKLDNNTensors":
+            pair = torch.broadcast_tensors(args[0], args[1])  # type: ignore[no-untyped-call]
+            return None, tuple(pair)
+        if kind in ("aten::to_mkldnn", "aten::to_dense"):
+            return None, torch.empty_like(args[0], memory_format=torch.contiguous_format)
+        if kind == "prim::mkldnn_convolution":
+            x, w, b, stride, pad, dil, groups = args
+            return None, torch.ops.aten.convolution(x, w, b, stride, pad, dil, False, [0, 0],
+                                                    groups)
+        if ns == "aten":
+            return call_aten_node(node, args)
+        raise NotImplementedError(kind)
+
+    def run_block(self, block: Any) -> list[Any]:
+        for node in block.nodes():
+            self.run_node(node)
+        return [self.env.get(v.unique()) for v in block.returnNode().inputs()]
+
+    # ---- counting ------------------------------------------------------------------------
+    def _path(self, node: Any, inputs: list[Any]) -> str:
+        scope = node.scopeName()
+        if scope:
+            comps = [c.removeprefix("__module.") for c in scope.split("/")]
+            return module_path_from_scope(comps, self.names, PositionalModule.PREFIX)
+        for v in inputs:
+            dn = v.debugName()
+            if dn.startswith("self."):
+                comps = dn.removeprefix("self.").split(".")
+                path = module_path_from_scope([".".join(comps[:i + 1]) for i in
+                                               range(len(comps))], self.names,
+                                              PositionalModule.PREFIX)
+                if path:
+                    return path
+        for v in inputs:
+            if v.unique() in self.paths:
+                return self.paths[v.unique()]
+        return ""
+
+    def run_node(self, node: Any) -> None:
+        kind = node.kind()
+        outputs = list(node.outputs())
+        if kind in _NOT_INSTRUCTIONS:
+            t = self.env[outputs[0].unique()] = self.constant(node)
+            if isinstance(t, torch.Tensor):
+                self.weights.add(id(t))
+            return
+        inputs = list(node.inputs())
+        args = [self.env.get(v.unique()) for v in inputs]
+        if self.mac_paths and kind in MAC_KINDS:
+            path = self.mac_paths.pop(0)
+        else:
+            path = self._path(node, inputs)
+        if kind == "prim::If":
+            branch = list(node.blocks())[0 if args[0] else 1]
+            results = self.run_block(branch)
+            self.events["jit_node"] += 1
+            for o, r in zip(outputs, results):
+                self.env[o.unique()] = r
+            return
+        if kind in FUSION_GROUPS:
+            self._group(node, args, outputs, path)
+            return
+        try:
+            op, result = self.evaluate(node, args)
+        except Exception:  # noqa: BLE001 - no fake kernel: take the first input's shape
+            self.failed[kind] += 1
+            op, first = None, next(iter(_tensors(args)), None)
+            result = torch.empty_like(first) if first is not None else None
+        if len(outputs) == 1:
+            self.env[outputs[0].unique()] = result
+        else:
+            for o, r in zip(outputs, result if isinstance(result, (tuple, list)) else ()):
+                self.env[o.unique()] = r
+        for o in outputs:
+            self.paths[o.unique()] = path
+        self._count(node, op, args, result, path)
+
+    def _classify(self, node: Any, op: Any, args: list[Any], result: Any) -> str | None:
+        """Op class of a node, "view" for no-kernel aliasing, None for other instructions."""
+        kind = node.kind()
+        ns, _, name = kind.partition("::")
+        if kind == "prim::BroadcastMKLDNNTensors":
+            same = all(tuple(a.shape) == tuple(r.shape) for a, r in zip(args, result))
+            return "view" if same else "copy"
+        if ns == "prim" and not name.startswith(("mkldnn", "MKLDNN")):
+            return None
+        if not _tensors([result]):
+            return None  # aten::size, aten::dim, ...: interpreter instructions
+        base = name.rstrip("_")
+        if base in _ALWAYS_VIEW:
+            return "view"
+        if base in _MAYBE_COPY:
+            first = _tensors(args[:1])
+            return "view" if not first or first[0].is_contiguous() else "copy"
+        if name == "matmul":
+            a, b = args[0], args[1]
+            return "bmm" if a.dim() >= 3 and b.dim() >= 3 else "gemm"
+        cls = _CLASS_OVERRIDES.get(name) or _CLASS_OVERRIDES.get(base)
+        if cls == "conv":
+            w = args[1]
+            groups = args[-1] if name == "mkldnn_convolution" else (
+                args[6] if name.startswith("conv") and len(args) > 6 and isinstance(
+                    args[6], int) else 1)
+            return "conv_grouped" if isinstance(groups, int) and groups > 1 or (
+                isinstance(w, torch.Tensor) and args[0].shape[1] != w.shape[1] and
+                not name.startswith("conv_transpose")) else "conv"
+        if cls is not None:
+            return cls
+        if op is not None:
+            c = classify(op, args)
+            return c if c != "alloc" else "view"
+        return "elementwise" if ns == "prim" else "other"
+
+    def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str) -> None:
+        cls = self._classify(node, op, args, result)
+        if cls is None:
+            self.events["jit_node"] += 1
+            return
+        if cls == "view":
+            self.events["view"] += 1
+            return
+        name = node.kind().partition("::")[2]
+        ins, outs = _tensors(args), _tensors([result])
+        macs = _special_macs(name, args, result)
+        if macs is None:
+            macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
+        self._emit(cls, macs, ins, outs, path, (node.kind(),),
+                   variant_of(op) if op is not None else "")
+
+    def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
+              path: str, members: tuple[str, ...], variant: str) -> None:
+        dtype = str((outs or ins)[0].dtype).split(".")[-1] if (outs or ins) else "float32"
+        self.kernels.append(make_kernel(
+            cls, macs, _nbytes(ins), _nbytes(outs), path, members, dtype, variant,
+            _nbytes(t for t in ins if id(t) in self.weights)))
+
+    def _group(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
+        sub = node.g("Subgraph")
+        inner = _Interp(self.names, self.fake_mode, weights=self.weights)
+        for v, a in zip(sub.inputs(), args):
+            inner.env[v.unique()] = a
+        for n in sub.nodes():
+            inner.run_node(n)
+        results = [inner.env.get(v.unique()) for v in sub.outputs()]
+        for o, r in zip(outputs, results):
+            self.env[o.unique()] = r
+            self.paths[o.unique()] = path
+        self.failed.update(inner.failed)
+        members = tuple(k.members[0] for k in inner.kernels)
+        macs = sum(k.macs for k in inner.kernels)
+        mac_classes = [k.op_class for k in inner.kernels if k.op_class in MAC_CLASSES]
+        cls = mac_classes[0] if mac_classes else (
+            Counter(k.op_class for k in inner.kernels).most_common(1)[0][0]
+            if inner.kernels else "elementwise")
+        self._emit(cls, macs, _tensors(args), _tensors(results), path,
+                   (node.kind(), *members), "")
+
+
+def _eager_mac_paths(graph: Any, trace: Trace | None) -> list[str] | None:
+    """The eager MAC ops' module paths, if they pair one-to-one with the graph's MAC nodes.
+
+    Freezing folds parameters into nameless constants and linear layers into matmul + add, so
+    MAC nodes often lose their scope; MAC ops are neither created nor removed by the passes,
+    so when the counts agree the i-th graph MAC node is the i-th eager MAC op.
+    """
+    if trace is None:
+        return None
+    eager = [r.module_path for r in trace.records if r.op_class in MAC_CLASSES and r.launches]
+    n_graph = sum(1 for n in graph.nodes() if n.kind() in MAC_KINDS)
+    return eager if eager and len(eager) == n_graph else None
+
+
+def lower_graph(graph: Any, example: tuple[torch.Tensor, ...], names: frozenset[str], *,
+                batch: int | None, framework: str = NAME, trace: Trace | None = None
+                ) -> Program:
+    """The Program of an executed TorchScript graph whose inputs are (self, *example)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    interp = _Interp(names, fake_mode, mac_paths=_eager_mac_paths(graph, trace))
+    with fake_mode, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph_inputs = list(graph.inputs())
+        values = [None, *(fake_mode.from_tensor(t) for t in example)]
+        if len(graph_inputs) == len(example):  # a graph without the module input
+            values = values[1:]
+        for v, val in zip(graph_inputs, values):
+            interp.env[v.unique()] = val
+        for node in graph.nodes():
+            interp.run_node(node)
+    kernels = tuple(interp.kernels)
+    events = kernel_events(kernels)
+    events.update(interp.events)
+    warns = []
+    if interp.failed:
+        warns.append("TorchScript nodes without a fake-tensor kernel (shapes taken from their "
+                     "first input): " + ", ".join(f"{k} ×{n}" for k, n in
+                                                   interp.failed.most_common()))
+    return Program(framework, kernels, dict(events), batch, tuple(warns))
