@@ -13,9 +13,9 @@
    inside a model, for :mod:`ftmodel.estimate.cache`;
 3. the in-model stage (``calibration.networks``) for eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
-   programs (``calibration.dispatch.compiled_host_programs``) built and run through that
-   framework's own runner, their events counted by its own ``lower_model`` (exactly what a
-   prediction counts), and a NNLS fit in relative error of seconds per event plus a constant
+   programs (``calibration.dispatch.compiled_host_programs``; :mod:`calibration.framework_host`)
+   built and run through that framework's own runner, their events counted by its own
+   ``lower_model`` (exactly what a prediction counts), and a NNLS fit in relative error of seconds per event plus a constant
    ``per_call_s``; then the same in-model stage through that framework. Device curves are the
    eager sweeps' (the profile's device half is shared: a fused kernel costs its bytes on the
    same per-op curves). Build/compile time counts towards the calibration's duration.
@@ -44,15 +44,15 @@ import torch
 from torch import nn
 
 from calibration.cache import fit_cache_model, probe_cache
-from calibration.dispatch import (INDUCTOR_PATTERNS, HostProgram, compiled_host_programs,
-                                  fit_event_costs, host_programs)
+from calibration.dispatch import HostProgram, fit_event_costs, host_programs
+from calibration.framework_host import compile_limits, framework_host_stage
 from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from calibration.networks import fit_in_model, synthetic_networks
-from calibration.update import kept_for_update, profile_to_update
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
-from ftmodel.frameworks.base import canonical_framework, get_framework
+from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
@@ -63,7 +63,6 @@ from ftmodel.tracing.dispatch import trace
 __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
 
 SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor")
-PER_CALL = "__per_call__"  # the constant column of the per-framework host fit
 
 
 def _cpu_name() -> str:
@@ -232,65 +231,11 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 
-def _framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
-                          round_s: float) -> FrameworkHost:
-    """Host costs of a compiled framework: its runner times, its lowering counts, NNLS fit."""
-    fw = get_framework(framework)
-    assert fw.lower_model is not None and fw.runner is not None
-    dev_type = "cpu" if device == "cpu" else "cuda"
-    # inductor's C++ build is slow (1-3 s a program): only programs around extern kernels
-    programs = compiled_host_programs(
-        (3, 12) if quick else (4, 16), full=not quick,
-        only=INDUCTOR_PATTERNS if framework == "inductor" else None)
-    fns: dict[str, Callable[[], object]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    build_s: dict[str, float] = {}
-    for p in programs:
-        b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
-        t0 = time.perf_counter()
-        try:
-            prog = fw.lower_model(p.module, p.inputs, b, trace(p.module, p.inputs),
-                                  device=dev_type, dtype="fp32")
-            fns[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
-        except FrameworkUnsupported:
-            continue
-        build_s[p.name] = time.perf_counter() - t0
-        counts[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
-    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
-    names = list(fns)
-    times = [measured[n].time_s for n in names]
-    fit = fit_event_costs([counts[n] | {PER_CALL: 1} for n in names], times)
-    per_call = fit.pop(PER_CALL, 0.0)
-    samples = tuple({"program": n, "events": counts[n], "time_s": t,
-                     "spread": measured[n].spread, "build_s": round(build_s[n], 3)}
-                    for n, t in zip(names, times))
-    return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
-
-
 def _canonical_or_raw(name: str) -> str:
     try:
         return canonical_framework(name)
     except Exception:  # noqa: BLE001 - reported below with the supported list
         return name
-
-
-class _compile_limits:
-    """inductor: every calibration program shares a forward code object (_Chain, Sequential);
-    raise dynamo's recompile limit so none silently falls back to eager while measured."""
-
-    def __init__(self, framework: str) -> None:
-        self.patch: Any = None
-        if framework == "inductor":
-            import torch._dynamo.config as cfg
-            self.patch = cfg.patch(recompile_limit=512, accumulated_recompile_limit=8192)
-
-    def __enter__(self) -> None:
-        if self.patch is not None:
-            self.patch.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.patch is not None:
-            self.patch.__exit__(*exc)
 
 
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
@@ -400,8 +345,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             provenance["framework_stage_s"] = stage_s
             for fw_name in extra:
                 t0 = time.time()
-                with _compile_limits(fw_name):
-                    ffh = _framework_host_stage(fw_name, device, quick, rounds, round_s)
+                with compile_limits(fw_name):
+                    ffh = framework_host_stage(fw_name, device, quick, rounds, round_s)
                     host = HostProfile(host.name, host.cpu, host.threads,
                                        {**host.frameworks, fw_name: ffh})
                     bar.step(f"{fw_name} host programs", 1)
