@@ -62,8 +62,8 @@ class SegmentTrace:
     counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters (see _COUNTERS)
 
 
-# Trace fields ftmodel.structure.TraceCache.assemble builds itself; every other field must be an integer counter of
-# events inside the forward (e.g. n_py_calls), summed over segments (Sequential containers
+# Trace fields ftmodel.structure.TraceCache.assemble builds itself; every other field must be
+# an integer counter of events inside the forward (e.g. n_py_calls), summed over segments (Sequential containers
 # are torch code and add none). A field of another kind makes traces unassemblable.
 _ASSEMBLED = frozenset({"records", "n_module_calls", "module_calls", "batch", "fake",
                         "warnings", "meta"})
