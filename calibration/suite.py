@@ -16,9 +16,11 @@
    programs (``calibration.dispatch.compiled_host_programs``; :mod:`calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
    ``lower_model`` (exactly what a prediction counts), and a NNLS fit in relative error of
-   seconds per event plus a constant ``per_call_s``; then the same in-model stage through that framework. Device curves are the
-   eager sweeps' (the profile's device half is shared: a fused kernel costs its bytes on the
-   same per-op curves). Build/compile time counts towards the calibration's duration.
+   seconds per event plus a constant ``per_call_s``; then the same in-model stage through that
+   framework. Device curves are the eager sweeps' (the profile's device half is shared: a fused
+   kernel costs its bytes on the same per-op curves) and, for ONNX Runtime and inductor, their
+   own (:mod:`calibration.framework_ops`). Build/compile time counts towards the calibration's
+   duration.
 
 Eager is always calibrated: the sweeps that give the device half need it, except with
 ``update=True`` (``ftmodel calibrate --update``), which re-measures only the named non-eager

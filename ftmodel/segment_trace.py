@@ -63,8 +63,9 @@ class SegmentTrace:
 
 
 # Trace fields ftmodel.structure.TraceCache.assemble builds itself; every other field must be
-# an integer counter of events inside the forward (e.g. n_py_calls), summed over segments (Sequential containers
-# are torch code and add none). A field of another kind makes traces unassemblable.
+# an integer counter of events inside the forward (e.g. n_py_calls), summed over segments
+# (Sequential containers are torch code and add none). A field of another kind makes traces
+# unassemblable.
 _ASSEMBLED = frozenset({"records", "n_module_calls", "module_calls", "batch", "fake",
                         "warnings", "meta"})
 _COUNTERS = tuple(f.name for f in fields(Trace) if f.name not in _ASSEMBLED)
