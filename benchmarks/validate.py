@@ -3,15 +3,20 @@
     python benchmarks/validate.py --framework eager            # calibrate + validate (~10 min)
     python benchmarks/validate.py --profile P.json --models resnet18@112 --batches 1,8
     python benchmarks/validate.py --profile P.json --frameworks onnxruntime,torchscript,inductor
+    # on a GPU machine, with a profile from `ftmodel calibrate --device cuda --out G.json`:
+    python benchmarks/validate.py --profile G.json --frameworks eager,cudagraphs,torchscript
+    # the spec-sheet device half, with this machine's measured host half:
+    python benchmarks/validate.py --profile h100-sxm5 --host G.json --tag h100-spec
 
 Non-eager frameworks are measured with their own runner (the ORT session, the frozen TorchScript
 module, the torch.compile'd module) and predicted from the Program their lowering counts; models a
 framework cannot run are listed as skipped with the FrameworkUnsupported reason.
 
-Writes benchmarks/results/cpu-<framework>.csv (one row per model × batch),
-cpu-<framework>-summary.md (median / P90 APE, share within ±20%, Spearman ρ, for ftmodel and the
-MACs-proxy baseline fitted on the same points), cpu-<framework>.png (predicted vs measured) and
-the profile used, cpu-profile.json.
+Writes benchmarks/results/<tag>-<framework>.csv (one row per model × batch),
+<tag>-<framework>-summary.md (median / P90 APE, share within ±20%, Spearman ρ, for ftmodel and the
+MACs-proxy baseline fitted on the same points), <tag>-<framework>.png (predicted vs measured) and,
+when it calibrates, the profile used, cpu-profile.json. <tag> is "cpu" for a CPU profile and
+"gpu-<device>" for a GPU one unless --tag names it. A GPU profile is measured on that GPU.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -32,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
+from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.measure import set_threads  # noqa: E402
 from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
                                 summarize)
@@ -73,15 +80,18 @@ def _plot(points: list[LivePoint], path: Path, title: str) -> None:
 
 def _write_summary(points: list[LivePoint], path: Path, args: argparse.Namespace,
                    profile_path: Path, elapsed_s: float, threads: int, framework: str,
-                   skipped: dict[str, str]) -> dict[str, dict[str, float]]:
+                   skipped: dict[str, str], device: str,
+                   host: str | None) -> dict[str, dict[str, float]]:
     s = summarize(points)
     f, b = s["ftmodel"], s["macs_proxy"]
+    shown = (profile_path.relative_to(ROOT) if profile_path.is_relative_to(ROOT)
+             else profile_path)
     lines = [
-        f"# Live validation: {framework} on this CPU",
+        f"# Live validation: {framework} on {device}",
         "",
-        f"- machine: {platform.processor() or platform.machine()}, {threads} threads, "
-        f"torch {torch.__version__}",
-        f"- profile: `{profile_path.relative_to(ROOT) if profile_path.is_relative_to(ROOT) else profile_path}`",
+        f"- machine: {device}; host {platform.processor() or platform.machine()}, {threads} "
+        f"threads, torch {torch.__version__}",
+        f"- profile: `{shown}`" + (f", host half from `{host}`" if host else ""),
         f"- points: {len(points)} ({len({p.model for p in points})} models × batches "
         f"{sorted({p.batch for p in points})}); run took {elapsed_s:.0f} s",
         f"- command: `python benchmarks/validate.py {' '.join(sys.argv[1:])}`",
@@ -113,10 +123,19 @@ def _write_summary(points: list[LivePoint], path: Path, args: argparse.Namespace
     return s
 
 
-def _validate_one(framework: str, profile: object, profile_path: Path, args: argparse.Namespace,
-                  batches: list[int], out: Path, threads: int) -> dict[str, dict[str, float]]:
+def _device_label(profile: Any) -> str:
+    """The device measured: this CPU, or the GPU's own name (a GPU profile runs on the GPU)."""
+    if profile.device.type == "cpu":
+        return "this CPU"
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else profile.device.name
+
+
+def _validate_one(framework: str, profile: Any, profile_path: Path, args: argparse.Namespace,
+                  batches: list[int], out: Path, threads: int, tag: str
+                  ) -> dict[str, dict[str, float]]:
     started = time.time()
-    predictor = Predictor(framework, profile)
+    predictor = Predictor(framework, profile, host=args.host)
+    device = _device_label(profile)
     skipped: dict[str, str] = {}
 
     def skip(name: str, err: Exception) -> None:
@@ -137,15 +156,15 @@ def _validate_one(framework: str, profile: object, profile_path: Path, args: arg
         print(f"{m:<24} " + "  ".join(
             f"b{p.batch}:{p.measured_s * 1e3:.1f}/{p.predicted_s * 1e3:.1f}" for p in pts)
             + f"  worst APE {worst.ape:.0%}", flush=True)
-    stem = f"cpu-{framework}"
+    stem = f"{tag}-{framework}"
     with open(out / f"{stem}.csv", "w", newline="") as f:
         rows = [asdict(p) | {"ape": p.ape} for p in points]
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     s = _write_summary(points, out / f"{stem}-summary.md", args, profile_path,
-                       time.time() - started, threads, framework, skipped)
-    _plot(points, out / f"{stem}.png", f"{framework} on this CPU: predicted vs measured")
+                       time.time() - started, threads, framework, skipped, device, args.host)
+    _plot(points, out / f"{stem}.png", f"{framework} on {device}: predicted vs measured")
     print((out / f"{stem}-summary.md").read_text(), flush=True)
     return s
 
@@ -154,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--framework", default=None, help="one framework (default eager)")
     ap.add_argument("--frameworks", default=None, help="comma-separated, e.g. eager,onnxruntime")
-    ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
+    ap.add_argument("--profile", help="use this profile (a path or a built-in name) instead of "
+                    "calibrating now")
+    ap.add_argument("--host", default=None, help="take the host half from this calibrated "
+                    "profile (e.g. a built-in GPU's device half with this machine's host)")
+    ap.add_argument("--tag", default=None, help="output file prefix (default: cpu, or "
+                    "gpu-<device> for a GPU profile)")
     ap.add_argument("--models", default=",".join(VALIDATION_SET))
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--threads", type=int, default=2)
@@ -170,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads(args.threads)
     if args.profile:
         profile_path = Path(args.profile)
-        profile = read_profile(profile_path)
+        profile = (read_profile(profile_path) if profile_path.suffix == ".json"
+                   else load_profile(args.profile))
     else:
         from calibration.suite import calibrate
         profile_path = out / "cpu-profile.json"
@@ -179,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrated in {profile.provenance['duration_s']} s -> {profile_path}", flush=True)
     batches = [int(b) for b in args.batches.split(",")]
     worst = 0.0
+    tag = args.tag or ("cpu" if profile.device.type == "cpu" else "gpu-" + "".join(
+        c if c.isalnum() else "-" for c in _device_label(profile).lower()).strip("-"))
     for fw in frameworks:
-        s = _validate_one(fw, profile, profile_path, args, batches, out, threads)
+        s = _validate_one(fw, profile, profile_path, args, batches, out, threads, tag)
         worst = max(worst, s["ftmodel"]["median_ape"])
     return 0 if worst <= 1.0 else 1
 

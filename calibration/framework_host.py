@@ -1,4 +1,4 @@
-"""Host costs of a compiled framework (onnxruntime, torchscript, inductor) on this machine.
+"""Host costs of a compiled framework (onnxruntime, torchscript, inductor; cudagraphs on a GPU).
 
 Chained tiny-op programs (:func:`calibration.dispatch.compiled_host_programs`) are built and run
 through the framework's own runner, their events counted by its own ``lower_model`` (exactly
@@ -29,7 +29,7 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
                            round_s: float) -> FrameworkHost:
     """Host costs of a compiled framework: its runner times, its lowering counts, NNLS fit."""
     fw = get_framework(framework)
-    assert fw.lower_model is not None and fw.runner is not None
+    assert fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
     # inductor's C++ build is slow (1-3 s a program): only programs around extern kernels
     programs = compiled_host_programs(
@@ -42,8 +42,9 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
         b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
         t0 = time.perf_counter()
         try:
-            prog = fw.lower_model(p.module, p.inputs, b, trace(p.module, p.inputs),
-                                  device=dev_type, dtype="fp32")
+            tr = trace(p.module, p.inputs)
+            prog = (fw.lower(tr) if fw.lower_model is None else  # cudagraphs: from the trace
+                    fw.lower_model(p.module, p.inputs, b, tr, device=dev_type, dtype="fp32"))
             fns[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
         except FrameworkUnsupported:
             continue

@@ -64,7 +64,8 @@ from ftmodel.tracing.dispatch import trace
 
 __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
 
-SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor")
+SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor", "cudagraphs")
+GPU_ONLY_FRAMEWORKS = ("cudagraphs",)  # captured CUDA graphs: calibrated on a GPU only
 
 
 def _cpu_name() -> str:
@@ -205,15 +206,17 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
     fns, rows = {}, []
     for net in nets:
         for b in batches:
-            if fw.lower_model is None:
+            if fw.runner is None:  # eager: the module itself
                 inputs = tuple(t.to(device) for t in net.make_inputs(b))
                 fns[(net.name, b)] = _caller(net.module.to(device), inputs)
                 prog = eager.lower(trace(net.module, net.make_inputs(b)))
             else:
                 xs = net.make_inputs(b)
                 try:
-                    prog = fw.lower_model(net.module, xs, b, trace(net.module, xs),
-                                          device=partial.device.type, dtype="fp32")
+                    tr = trace(net.module, xs)
+                    prog = (fw.lower(tr) if fw.lower_model is None else  # cudagraphs
+                            fw.lower_model(net.module, xs, b, tr, device=partial.device.type,
+                                           dtype="fp32"))
                     assert fw.runner is not None
                     fns[(net.name, b)] = fw.runner(net.module, xs, b,
                                                    device=partial.device.type, dtype="fp32")
@@ -257,6 +260,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if unknown:
         raise ValueError(f"cannot calibrate framework(s) {unknown}; supported: "
                          f"{', '.join(SUPPORTED_FRAMEWORKS)}")
+    gpu_only = [f for f in fws if f in GPU_ONLY_FRAMEWORKS]
+    if gpu_only and not device.startswith("cuda"):
+        raise ValueError(f"framework(s) {gpu_only} run on a GPU only and cannot be calibrated on "
+                         f"device {device!r}; use --device cuda on a machine with an NVIDIA GPU")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {device!r} requested but CUDA is not available here; "
                            "use --device cpu or run on a machine with an NVIDIA GPU")

@@ -108,8 +108,14 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
     when ``on_skip`` is None) and left out.
     """
     fw = predictor.framework
-    if fw.needs_gpu and predictor.profile.device.type == "cpu":
+    device = predictor.profile.device.type  # "cpu" or "cuda": where the points are measured
+    if fw.needs_gpu and device == "cpu":
         raise InvalidArgumentError(f"framework {fw.name!r} cannot be measured on this CPU")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InvalidArgumentError(
+            f"profile {predictor.profile.name!r} is a GPU profile, and live measurement needs "
+            "that GPU: this machine has no CUDA device; validate on the GPU, or pass a CPU "
+            "profile")
     from ftmodel.errors import BackendUnavailable, FrameworkUnsupported
 
     preds: dict[tuple[str, int], Any] = {}
@@ -122,12 +128,12 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
                 for b, p in zip(batches, predictor.predict(model, list(batches),
                                                            lm.make_inputs)):
                     preds[(lm.name, b)] = p
-                if fw.runner is None:
+                if fw.runner is None:  # eager: the module itself, on the profile's device
+                    model = model.to(device)
                     for b in batches:
                         fns[(lm.name, b)] = _call(model, resolve_inputs(
-                            model, lm.make_inputs(b), b))
+                            model, lm.make_inputs(b), b).map(lambda t: t.to(device)))
                 else:
-                    device = predictor.profile.device.type
                     for b in batches:
                         fns[(lm.name, b)] = fw.runner(model, lm.make_inputs, b, device=device,
                                                       dtype=predictor.dtype)
@@ -140,8 +146,8 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
                     fns.pop((lm.name, b), None)
                 continue
             kept.append(lm)
-        measured = measure_interleaved(fns, rounds=rounds, round_s=round_s, warmup=2,
-                                       max_reps=50)
+        measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                                       warmup=2, max_reps=50)
     out = []
     for lm in kept:
         n_params = sum(p.numel() for p in lm.model.parameters())

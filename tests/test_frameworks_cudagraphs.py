@@ -45,3 +45,39 @@ def test_capture_rejects_data_dependent_branch() -> None:
 
     with pytest.raises(FrameworkUnsupported, match="data-dependent"):
         cudagraphs.lower(ftmodel.trace(Net(), torch.randn(2, 4)))
+
+
+class _EmbedMLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(self.emb(ids)))
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_runner_replays_the_eager_forward() -> None:
+    torch.manual_seed(0)
+    model = _EmbedMLP().eval()
+    ids = torch.randint(0, 16, (2, 5))
+    with torch.no_grad():
+        want = model(ids)
+    run = cudagraphs.runner(model, ids, 3)  # batch 3: rows repeated cyclically
+    for _ in range(4):  # other allocations must not reuse the graph's static input buffer
+        torch.empty(1 << 20, device="cuda").fill_(7.0)
+        got = run()
+    torch.cuda.synchronize()
+    assert torch.allclose(got[:2].cpu(), want, atol=1e-5)
+    assert torch.allclose(got[2].cpu(), want[0], atol=1e-5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_runner_without_cuda_says_what_it_needs() -> None:
+    from ftmodel.errors import BackendUnavailable
+    with pytest.raises(BackendUnavailable, match="CUDA device"):
+        cudagraphs.runner(_mlp(), torch.ones(1, 16), 1)
+    with pytest.raises(InvalidArgumentError, match="device='cpu'"):
+        cudagraphs.runner(_mlp(), torch.ones(1, 16), 1, device="cpu")

@@ -1,7 +1,9 @@
 """CUDA graphs: the same kernels as eager PyTorch / ONNX Runtime, replayed as one graph launch.
 
-Modelling only (no capture is performed; both frameworks need a GPU profile and the predictor
-refuses CPU profiles for them):
+Predicted from the lowerings below (no capture is needed to predict; both frameworks need a GPU
+profile and the predictor refuses CPU profiles for them); ``cudagraphs`` also has a runner that
+captures the eager forward with ``torch.cuda.graphs`` and replays it, for calibration and live
+validation on a GPU:
 
 * ``cudagraphs``: the kernels of the eager lowering (a captured eager forward launches exactly
   the eager kernels) — work, op classes and module paths unchanged.
@@ -19,15 +21,18 @@ device timeline, which ``ftmodel.estimate.timeline`` does not model separately y
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
+import torch
 from torch import nn
 
 from ftmodel.frameworks import eager, feasibility, onnxruntime
+from ftmodel.errors import BackendUnavailable, InvalidArgumentError
 from ftmodel.frameworks.base import Framework, Program, register
-from ftmodel.tracing.inputs import InputSpec
+from ftmodel.tracing.inputs import InputSpec, resolve_inputs
 from ftmodel.tracing.records import Trace
 
-__all__ = ["lower", "lower_model_ort", "replay_program"]
+__all__ = ["lower", "lower_model_ort", "replay_program", "runner"]
 
 
 def replay_program(base: Program, framework: str) -> Program:
@@ -50,13 +55,45 @@ def lower_model_ort(model: nn.Module, inputs: InputSpec, batch: int, trace: Trac
     return replay_program(base, "onnxruntime-cudagraphs")
 
 
+def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cuda",
+           dtype: str = "fp32") -> Callable[[], object]:
+    """Capture one eager forward of ``model`` at ``batch`` into a CUDA graph (after three warm-up
+    calls on a side stream, as torch.cuda.graphs requires); the callable replays it. The model
+    and its inputs are moved to the GPU; the inputs are the graph's static buffers."""
+    if not str(device).startswith("cuda"):
+        raise InvalidArgumentError(f"cudagraphs runs on a CUDA device, got device={device!r}")
+    if not torch.cuda.is_available():
+        raise BackendUnavailable("cudagraphs captures a CUDA graph, which needs a CUDA device and "
+                                 "a CUDA build of torch; none is available here")
+    if dtype != "fp32":
+        raise InvalidArgumentError(f"the cudagraphs runner runs fp32 models, got dtype={dtype!r}")
+    model = model.to(device).eval()
+    inp = resolve_inputs(model, inputs, batch).map(lambda t: t.to(device))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            model(*inp.args, **inp.kwargs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out = model(*inp.args, **inp.kwargs)
+
+    static = (model, inp)  # the graph reads these addresses: they live as long as the callable
+
+    def replay() -> object:
+        graph.replay()
+        return out if static else None
+    return replay
+
+
 def _lower_ort_from_trace(trace: Trace) -> Program:
     return onnxruntime.lower(trace)  # raises: ORT lowers from the model
 
 
 CUDAGRAPHS = register(Framework(
-    "cudagraphs", lower, needs_gpu=True,
-    description="PyTorch eager captured into a CUDA graph (torch.cuda.graphs); modelled"))
+    "cudagraphs", lower, needs_gpu=True, runner=runner,
+    description="PyTorch eager captured into a CUDA graph (torch.cuda.graphs)"))
 ORT_CUDAGRAPHS = register(Framework(
     "onnxruntime-cudagraphs", _lower_ort_from_trace, needs_gpu=True,
     description="ONNX Runtime CUDA EP with enable_cuda_graph; modelled",
