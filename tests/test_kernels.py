@@ -58,10 +58,6 @@ def test_doubling_macs_beyond_range_doubles_time() -> None:
         assert t1 == pytest.approx(macs / 1e10, rel=2e-2)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (docstring vs behaviour): beyond the sampled range "
-                   "the k=3 inverse-distance weights keep changing with the query, so the "
-                   "extrapolated throughput drifts from the edge samples' towards the geometric "
-                   "mean of the 3 nearest; time does not grow linearly with work")
 def test_extrapolation_keeps_edge_throughput() -> None:
     # throughput doubles per decade: 1e3 MAC -> 8e6 MAC/s ... 1e6 MAC -> 6.4e7 MAC/s
     rows = tuple((m, 0.0, 0.0, m / (1e6 * 2 ** np.log10(m))) for m in (1e3, 1e4, 1e5, 1e6))

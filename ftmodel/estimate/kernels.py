@@ -7,7 +7,8 @@ Two kinds of op-class data:
   host cost). A kernel's time is ``work × throughput⁻¹`` with the inverse throughput interpolated
   by distance-weighted nearest neighbours in log-feature space (features: log MACs and log bytes
   for matrix-like classes, log bytes read/written otherwise). Beyond the sampled range the
-  throughput of the nearest samples is kept, so time grows linearly with work.
+  query is moved to the range's edge (each feature clipped), so the throughput of the edge
+  samples is kept and time grows linearly with work.
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
   saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor. With
   ``wave_slots`` (SMs) and ``tile_outputs`` a MAC kernel's compute time is also multiplied by its
@@ -93,7 +94,11 @@ class _SampleCurve:
                    k=min(3, len(s)))
 
     def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
-        q = _features(self.op_class, macs, br, bw)  # (N, F)
+        # a query beyond the sampled range is moved to its edge (each feature clipped to the
+        # samples' range), so its neighbours and their weights stop changing with size there:
+        # the edge throughput is kept and time grows linearly with work
+        q = np.clip(_features(self.op_class, macs, br, bw), self.feats.min(0),
+                    self.feats.max(0))  # (N, F)
         d = np.sqrt(((q[:, None, :] - self.feats[None, :, :]) ** 2).sum(-1))  # (N, M)
         idx = np.argsort(d, axis=1)[:, : self.k]  # (N, k)
         dn = np.take_along_axis(d, idx, axis=1)
