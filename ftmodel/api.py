@@ -184,8 +184,12 @@ class Predictor:
                                      device=self.profile.device.type, dtype=self.dtype)
         else:
             program = fw.lower(trace)
-        # helper kernels cuDNN/cuBLAS launch below the aten level on this device
-        return expand_launches(program, self.profile.device, fw.name)
+        return self.with_helpers(program)
+
+    def with_helpers(self, program: Program) -> Program:
+        """``program`` with the helper kernels cuDNN/cuBLAS launch below the aten level on this
+        device (and TorchScript's GPU fusion groups)."""
+        return expand_launches(program, self.profile.device, self.framework.name)
 
     def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:

@@ -16,10 +16,13 @@ What is cached
   ``nn.Sequential``'s is traced block by block (its non-Sequential children, Sequentials
   opened recursively), each block once per structure key and input shape/stride/dtype/device
   (see :mod:`ftmodel.structure`), and the model's Trace is assembled from the pieces; it equals
-  the Trace of the whole model. Other models are traced whole.
+  the Trace of the whole model. Other models are traced whole. For eager, whose lowering is one
+  kernel per launching record, each block's kernels are cached too and the Program is assembled
+  from them directly (no Trace is built).
 * **Programs, per candidate** (an LRU of ``max_programs``): the lowered Program per (structure
-  of the whole model, input shapes, batch). Frameworks that lower from the trace (eager,
-  cudagraphs) lower the assembled trace again for each new candidate (cheap). Frameworks that
+  of the whole model, input shapes, batch). Frameworks that lower from the trace assemble a
+  new candidate's Program again (cheap: eager from its blocks' cached kernels, cudagraphs by
+  lowering the assembled trace). Frameworks that
   count from their own artifact (onnxruntime, torchscript, inductor) build it once per distinct
   candidate: their optimisers fuse and change layouts across block boundaries (ONNX Runtime's
   NCHWc transformer keeps the whole convolution trunk in a blocked layout and reorders only at
@@ -149,6 +152,9 @@ class CostOracle:
         self._program_hits = self._program_misses = 0
         self._device: dict[Hashable, tuple[float, float, tuple[str, ...]]] = {}
         self._uncacheable: dict[str, None] = {}
+        fw = self.predictor.framework
+        # eager's lowering is one kernel per launching record: assembled from cached segments
+        self._eager = fw.name == "eager" and fw.lower_model is None
 
     @property
     def framework(self) -> str:
@@ -253,12 +259,18 @@ class CostOracle:
         self._program_misses += 1
         tr: Trace | None = None
         if plan.chain and len(resolved.args) == 1 and not resolved.kwargs and metas:
+            if self._eager:  # eager's kernels straight from the cached segments
+                eager_program = self.traces.assemble_eager(plan, metas[0], dtype)
+                if eager_program is not None:
+                    return self._keep(key, self.predictor.with_helpers(eager_program))
             tr = self.traces.assemble(model, plan, metas[0], dtype)
         if tr is None:
             tr = self.predictor.trace(model, inputs, batch)
         if self.predictor.framework.lower_model is not None:
             model, inputs = _materialized(model), _real_inputs(inputs)
-        program = self.predictor.lower(model, inputs, batch, tr)
+        return self._keep(key, self.predictor.lower(model, inputs, batch, tr))
+
+    def _keep(self, key: Hashable | None, program: Program) -> Program:
         if key is not None:
             self._programs[key] = program
             while len(self._programs) > self.max_programs:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import types
+from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,6 +42,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ftmodel.errors import FtmodelError
+from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.tracing.dispatch import _to_meta
 from ftmodel.tracing.inputs import InputSpec, ModelInputs, _as_inputs, resolve_inputs
 from ftmodel.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
@@ -300,7 +302,7 @@ class TraceCache:
     def __init__(self) -> None:
         self._data: dict[Hashable, SegmentTrace] = {}
         self.intern: dict[Hashable, Hashable] = {}  # see plan_of
-        self._placed: dict[tuple[int, str], list[dict[str, Any]]] = {}  # (id(seg), path)
+        self._placed: dict[tuple[int, str, Any], Any] = {}  # (id(seg), path, placer)
         self.hits = 0
         self.misses = 0
 
@@ -329,16 +331,21 @@ class TraceCache:
             self._data[full] = seg
         return seg
 
-    def assemble(self, model: nn.Module, plan: Plan, first: TensorMeta, dtype: torch.dtype
-                 ) -> Trace | None:
-        """The whole model's Trace from segment traces, or None if it cannot be assembled."""
-        records: list[OpRecord] = []
+    def _walk(self, plan: Plan, first: TensorMeta, dtype: torch.dtype,
+              place: Callable[[SegmentTrace, str], Any], emit: Callable[[Any, list[int] | None],
+                                                                         None]
+              ) -> tuple[dict[str, int], dict[str, int]] | None:
+        """Walk the plan's segments in call order: ``emit(placed, gmap)`` each segment's
+        ``place(seg, path)`` (cached per segment and path) with its local storage ids mapped to
+        global ones (None: unchanged). Returns (module calls, counters), or None if the trace
+        cannot be assembled."""
         calls: dict[str, int] = {"": 1}
         meta = first
         counters = dict.fromkeys(_COUNTERS, 0)
         g_in: int | None = None  # global storage id of the current segment's input
         n_sids = 0  # global storage ids handed out so far
         keys = iter(plan.keys)
+        cache = self._placed
         for path, mod in plan.steps:
             if mod is None:
                 calls[path] = calls.get(path, 0) + 1
@@ -361,50 +368,119 @@ class TraceCache:
                 gmap[seg.in_sid + 1:] = gmap[seg.in_sid:-1]
                 gmap[seg.in_sid] = g_in
                 n_sids -= 1
-            placed = self._placed.get((id(seg), path)) if key is not None else None
+            ck = (id(seg), path, place)
+            placed = cache.get(ck) if key is not None else None
             if placed is None:
-                placed = _placed(seg, path)
+                placed = place(seg, path)
                 if key is not None:
-                    self._placed[(id(seg), path)] = placed
-            _relocate(records, placed, gmap if n_sids else None)
+                    cache[ck] = placed
+            emit(placed, gmap if n_sids else None)
             n_sids += seg.n_sids
             g_in = g_in if seg.out_is_in else (None if seg.out_sid is None else
                                                gmap[seg.out_sid])
             meta = seg.out
+        return calls, counters
+
+    def assemble(self, model: nn.Module, plan: Plan, first: TensorMeta, dtype: torch.dtype
+                 ) -> Trace | None:
+        """The whole model's Trace from segment traces, or None if it cannot be assembled."""
+        records: list[OpRecord] = []
+        walked = self._walk(plan, first, dtype, _placed,
+                            lambda placed, gmap: _relocate_as(OpRecord, records, placed, gmap,
+                                                              _OPERAND_FIELDS))
+        if walked is None:
+            return None
+        calls, counters = walked
         batch = first.shape[0] if first.shape else 1
         return Trace(records=tuple(records), n_module_calls=sum(calls.values()),
                      module_calls=calls, batch=batch, fake=True, warnings=(),
                      meta={"model": type(model).__name__}, **counters)
+
+    def assemble_eager(self, plan: Plan, first: TensorMeta, dtype: torch.dtype
+                       ) -> Program | None:
+        """``eager.lower(self.assemble(...))`` without building the Trace: each segment's
+        kernels (one per launching record) are cached and relocated like its records; None if
+        the trace cannot be assembled."""
+        kernels: list[Kernel] = []
+        n_view = n_alloc = 0
+
+        def emit(placed: tuple[list[dict[str, Any]], int, int], gmap: list[int] | None
+                 ) -> None:
+            nonlocal n_view, n_alloc
+            _relocate_as(Kernel, kernels, placed[0], gmap, _KERNEL_OPERANDS)
+            n_view += placed[1]
+            n_alloc += placed[2]
+
+        walked = self._walk(plan, first, dtype, _placed_kernels, emit)
+        if walked is None:
+            return None
+        calls, counters = walked
+        ks = tuple(kernels)
+        events: Counter[str] = kernel_events(ks)  # as eager.lower builds them, in its order
+        events["module_call"] = sum(calls.values())
+        events["py_call"] = counters["n_py_calls"]
+        events["view"] = n_view
+        events["alloc"] = n_alloc
+        return Program("eager", ks, dict(events), first.shape[0] if first.shape else 1, ())
 
 
 _NEW_RECORD = not hasattr(OpRecord, "__post_init__") and not hasattr(OpRecord, "__slots__")
 
 
 def _placed(seg: SegmentTrace, path: str) -> list[dict[str, Any]]:
-    """``seg``'s records as field dicts with module paths under ``path``."""
+    """``seg``'s records as field dicts with module paths under ``path`` (relocated by
+    :func:`_relocate_as`)."""
     names = ("index", "module_path") + _RECORD_REST
     return [dict(zip(names, (0, f"{path}.{rel}" if rel else path) + rest))
             for rel, rest in seg.records]
 
 
-def _relocate(out: list[OpRecord], placed: list[dict[str, Any]], gmap: list[int] | None
-              ) -> None:
-    """Append records built from ``placed`` (see :func:`_placed`), re-indexed after ``out``'s
-    and with storage ids mapped through ``gmap`` (None: unchanged)."""
+_KERNEL_OPERANDS = ("reads", "writes")
+_NEW_KERNEL = not hasattr(Kernel, "__post_init__") and not hasattr(Kernel, "__slots__")
+
+
+def _placed_kernels(seg: SegmentTrace, path: str) -> tuple[list[dict[str, Any]], int, int]:
+    """``seg``'s eager kernels as field dicts with module paths under ``path`` (exactly the
+    Kernels :func:`ftmodel.frameworks.eager.lower` makes of its records), and its numbers of
+    view and alloc records."""
+    at = {f: i for i, f in enumerate(_RECORD_REST)}
+    out, n_view, n_alloc = [], 0, 0
+    for rel, rest in seg.records:
+        cls = rest[at["op_class"]]
+        n_view += cls == "view"
+        n_alloc += cls == "alloc"
+        if not rest[at["launches"]]:
+            continue
+        out.append({"op_class": cls, "macs": rest[at["macs"]],
+                    "bytes_read": rest[at["bytes_read"]],
+                    "bytes_written": rest[at["bytes_written"]],
+                    "module_path": f"{path}.{rel}" if rel else path,
+                    "members": (rest[at["op"]],), "dtype": rest[at["dtype"]],
+                    "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
+                    "reads": rest[at["reads"]], "writes": rest[at["writes"]]})
+    return out, n_view, n_alloc
+
+
+def _relocate_as(cls: type, out: list[Any], placed: list[dict[str, Any]],
+                 gmap: list[int] | None, operands: tuple[str, ...]) -> None:
+    """Append ``cls`` objects (OpRecord or Kernel) built from the field dicts ``placed``, with
+    storage ids mapped through ``gmap`` (None: unchanged); records are re-indexed after
+    ``out``'s."""
     n = len(out)
     append = out.append
     new, setattr_ = object.__new__, object.__setattr__
+    fast = _NEW_RECORD if cls is OpRecord else _NEW_KERNEL if cls is Kernel else False
+    indexed = cls is OpRecord
     for i, tmpl in enumerate(placed):
         d = tmpl.copy()
-        d["index"] = n + i
+        if indexed:
+            d["index"] = n + i
         if gmap is not None:
-            for f in _OPERAND_FIELDS:
+            for f in operands:
                 d[f] = tuple([(gmap[sid], nbytes) for sid, nbytes in d[f]])
-        if _NEW_RECORD:  # a frozen dataclass without __post_init__: skip its slow __init__
-            r = new(OpRecord)
+        if fast:  # a frozen dataclass without __post_init__: skip its slow __init__
+            r = new(cls)
             setattr_(r, "__dict__", d)
         else:
-            r = OpRecord(**d)
+            r = cls(**d)
         append(r)
-
-

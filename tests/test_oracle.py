@@ -12,6 +12,7 @@ from torch import nn
 
 from ftmodel.api import predict_latency
 from ftmodel.errors import InvalidArgumentError
+from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.oracle import CostOracle
 from ftmodel.search_space import BlockConfig, CandidateConfig, MBConv, MobileNetV2Space, StageConfig
@@ -71,6 +72,21 @@ def test_assembled_trace_equals_whole_trace() -> None:
             _, metas = input_meta(model, SPACE.input_spec(), batch, torch.float32, plan.device)
             got = cache.assemble(model, plan, metas[0], torch.float32)
             assert got == trace(model, SPACE.input_spec(), batch, dtype=torch.float32)
+
+
+def test_assembled_eager_program_equals_lowered_trace() -> None:
+    """Kernels (fields, order, relocated storage ids), host events and their order match
+    eager.lower of the whole trace, on fresh segments and on cached ones."""
+    cache = TraceCache()
+    for cfg in _candidates(3, seed=4) * 2:  # the second pass hits every cached segment
+        model = SPACE.build(cfg, device="meta")
+        plan = plan_of(model, cache.intern)
+        for batch in (1, 3):
+            _, metas = input_meta(model, SPACE.input_spec(), batch, torch.float32, plan.device)
+            got = cache.assemble_eager(plan, metas[0], torch.float32)
+            want = eager.lower(trace(model, SPACE.input_spec(), batch, dtype=torch.float32))
+            assert got == want
+            assert list(got.host_events) == list(want.host_events)
 
 
 def test_identical_on_async_gpu_profile() -> None:
