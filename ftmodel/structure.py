@@ -104,12 +104,14 @@ class _Walk:
 
     __slots__ = ("canon", "device", "ids")
 
-    def __init__(self, intern: dict[Hashable, Hashable] | None = None) -> None:
+    def __init__(self, intern: dict[Hashable, int] | None = None) -> None:
         self.ids: set[int] = set()
         self.device: torch.device | None = None
-        # equal keys become one object, so comparing two keys compares children by identity
+        # with ``intern``, equal keys become one small int (their number in ``intern``), so a
+        # parent's key holds its children's numbers: hashing and comparing it never walks
+        # into the children again
         self.canon: Callable[[Hashable], Hashable] = (
-            (lambda k: k) if intern is None else (lambda k: intern.setdefault(k, k)))
+            (lambda k: k) if intern is None else (lambda k: intern.setdefault(k, len(intern))))
 
 
 _OWN_ATTRS: dict[type, tuple[int, tuple[str, ...]]] = {}  # class -> (len(__dict__), names)
@@ -243,11 +245,12 @@ def _is_chain(m: nn.Module) -> bool:
             and "forward" not in d and not d["_forward_hooks"] and not d["_forward_pre_hooks"])
 
 
-def plan_of(model: nn.Module, intern: dict[Hashable, Hashable] | None = None) -> Plan:
+def plan_of(model: nn.Module, intern: dict[Hashable, int] | None = None) -> Plan:
     """Open ``model`` into segments and compute the structure keys (see the module doc).
 
-    ``intern`` (e.g. :attr:`TraceCache.intern`) makes equal keys one object, which makes
-    comparing them cheap; it grows with the number of distinct module structures seen."""
+    ``intern`` (e.g. :attr:`TraceCache.intern`) numbers the distinct keys, so the plan's keys
+    are small ints, equal for equal structures and comparable only with keys made with the same
+    ``intern``; it grows with the number of distinct module structures seen."""
     steps: list[tuple[str, nn.Module | None]] = []
     keys: list[Hashable | None] = []
     walk = _Walk(intern)
@@ -301,7 +304,7 @@ class TraceCache:
 
     def __init__(self) -> None:
         self._data: dict[Hashable, SegmentTrace] = {}
-        self.intern: dict[Hashable, Hashable] = {}  # see plan_of
+        self.intern: dict[Hashable, int] = {}  # see plan_of
         self._placed: dict[tuple[int, str, Any], Any] = {}  # (id(seg), path, placer)
         self.hits = 0
         self.misses = 0
