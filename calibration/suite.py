@@ -52,7 +52,7 @@ from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, f
 from calibration.networks import fit_in_model, synthetic_networks
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from calibration.update import kept_for_update, profile_to_update
-from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
+from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
@@ -258,17 +258,18 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
     unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
     if unknown:
-        raise ValueError(f"cannot calibrate framework(s) {unknown}; supported: "
-                         f"{', '.join(SUPPORTED_FRAMEWORKS)}")
+        raise InvalidArgumentError(f"cannot calibrate framework(s) {unknown}; supported: "
+                                   f"{', '.join(SUPPORTED_FRAMEWORKS)}")
     gpu_only = [f for f in fws if f in GPU_ONLY_FRAMEWORKS]
     if gpu_only and not device.startswith("cuda"):
-        raise ValueError(f"framework(s) {gpu_only} run on a GPU only and cannot be calibrated on "
-                         f"device {device!r}; use --device cuda on a machine with an NVIDIA GPU")
+        raise InvalidArgumentError(
+            f"framework(s) {gpu_only} run on a GPU only and cannot be calibrated on "
+            f"device {device!r}; use --device cuda on a machine with an NVIDIA GPU")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device!r} requested but CUDA is not available here; "
-                           "use --device cpu or run on a machine with an NVIDIA GPU")
+        raise BackendUnavailable(f"device {device!r} requested but CUDA is not available here; "
+                                 "use --device cpu or run on a machine with an NVIDIA GPU")
     if not (device == "cpu" or device.startswith("cuda")):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+        raise InvalidArgumentError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
     n_threads = set_threads(threads)
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)

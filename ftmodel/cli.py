@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="measure this machine and write a profile")
     c.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     c.add_argument("--frameworks", default="eager",
-                   help="comma-separated: eager,onnxruntime,torchscript,inductor (eager's sweeps "
-                        "give the shared device half, so eager is always calibrated)")
+                   help="comma-separated: eager,onnxruntime,torchscript,inductor, and cudagraphs "
+                        "on a GPU (eager's sweeps give the shared device half, so eager is always "
+                        "calibrated)")
     c.add_argument("--out", default=None, help="profile path (default: the user cache)")
     c.add_argument("--threads", type=int, default=None)
     c.add_argument("--quick", action="store_true", help="fewer sizes (about 20 s)")

@@ -36,3 +36,13 @@ def test_unknown_model_lists_the_zoo(capsys: pytest.CaptureFixture[str]) -> None
 def test_profiles_lists_calibrated_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profiles"]) == 0
     assert "profiles" in capsys.readouterr().out
+
+
+def test_calibrate_bad_arguments_are_clean_errors(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--frameworks", "cudagraphs", "--out",
+                 str(tmp_path / "x.json")]) == 2
+    assert "GPU only" in capsys.readouterr().err
+    assert main(["calibrate", "--frameworks", "tvm", "--out", str(tmp_path / "x.json")]) == 2
+    assert "cannot calibrate framework(s) ['tvm']" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
