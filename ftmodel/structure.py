@@ -110,8 +110,10 @@ class _Walk:
         # with ``intern``, equal keys become one small int (their number in ``intern``), so a
         # parent's key holds its children's numbers: hashing and comparing it never walks
         # into the children again
+        base = getattr(intern, "base", 0)  # numbers handed out before the table was cleared
         self.canon: Callable[[Hashable], Hashable] = (
-            (lambda k: k) if intern is None else (lambda k: intern.setdefault(k, len(intern))))
+            (lambda k: k) if intern is None else
+            (lambda k: intern.setdefault(k, base + len(intern))))
 
 
 _OWN_ATTRS: dict[type, tuple[int, tuple[str, ...]]] = {}  # class -> (len(__dict__), names)
@@ -298,13 +300,25 @@ def plan_of(model: nn.Module, intern: dict[Hashable, int] | None = None) -> Plan
     return Plan(tuple(steps), tuple(keys), whole, not shared, walk.device, "; ".join(why))
 
 
+class KeyNumbers(dict):  # type: ignore[type-arg]
+    """A structure key -> number table (see :func:`plan_of`) that never hands out a number
+    twice: :meth:`clear` starts the next numbers after the last one, so a key made before the
+    clear (e.g. in another oracle's program cache) never equals one made after it."""
+
+    base = 0
+
+    def clear(self) -> None:
+        self.base += len(self)
+        super().clear()
+
+
 class TraceCache:
     """Per-segment traces keyed by (structure key, input TensorMeta, dtype); shareable between
     oracles of different frameworks (traces do not depend on the framework or the profile)."""
 
     def __init__(self) -> None:
         self._data: dict[Hashable, SegmentTrace] = {}
-        self.intern: dict[Hashable, int] = {}  # see plan_of
+        self.intern = KeyNumbers()  # see plan_of
         self._placed: dict[tuple[int, str, Any], Any] = {}  # (id(seg), path, placer)
         self.hits = 0
         self.misses = 0

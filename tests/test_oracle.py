@@ -89,6 +89,22 @@ def test_assembled_eager_program_equals_lowered_trace() -> None:
             assert list(got.host_events) == list(want.host_events)
 
 
+def test_clearing_a_shared_cache_never_aliases_keys(tiny_profile: HardwareProfile) -> None:
+    """Two oracles share a TraceCache; one clears it. The other's program cache holds keys made
+    before the clear, and a different candidate seen after it must not match one of them."""
+    shared = TraceCache()
+    a = CostOracle("eager", tiny_profile, trace_cache=shared, crossover=True)
+    b = CostOracle("eager", tiny_profile, trace_cache=shared)
+    x = torch.randn(1, 8)
+    # the same tree (so keys numbered afresh would come out equal), different layer widths
+    first = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    second = nn.Sequential(nn.Linear(8, 64), nn.ReLU()).eval()
+    a.latency(first, 1, x)
+    b.clear()
+    got = a.latency(second, 1, x)
+    assert got == predict_latency(second, "eager", tiny_profile, 1, inputs=x)
+
+
 def test_identical_on_async_gpu_profile() -> None:
     """Built-in GPU profile: helper-kernel expansion and the two-timeline recurrence."""
     model = _mlp()
