@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.zoo import get_model  # noqa: E402
 
@@ -47,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = list(csv.DictReader(open(args.csv)))
     fw = args.framework or rows[0]["framework"]
-    path = Path(args.profile)
-    profile = read_profile(path) if path.suffix == ".json" else load_profile(args.profile)
+    profile = load_profile(args.profile)  # a path or a built-in name
     predictor = Predictor(fw, profile, host=args.host)
     by_model: dict[str, list[dict[str, str]]] = {}
     for r in rows:

@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
-from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.measure import set_threads  # noqa: E402
 from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
@@ -194,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads(args.threads)
     if args.profile:
         profile_path = Path(args.profile)
-        profile = (read_profile(profile_path) if profile_path.suffix == ".json"
-                   else load_profile(args.profile))
+        profile = load_profile(args.profile)  # a path or a built-in name
     else:
         from calibration.suite import calibrate
         profile_path = out / "cpu-profile.json"

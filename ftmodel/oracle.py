@@ -12,7 +12,7 @@ for each distinct block once::
 
 What is cached
 --------------
-* **Traces, per block** (:class:`~ftmodel.structure.TraceCache`): a model whose forward is
+* **Traces, per block** (:class:`~ftmodel.trace_cache.TraceCache`): a model whose forward is
   ``nn.Sequential``'s is traced block by block (its non-Sequential children, Sequentials
   opened recursively), each block once per structure key and input shape/stride/dtype/device
   (see :mod:`ftmodel.structure`), and the model's Trace is assembled from the pieces; it equals
@@ -69,7 +69,8 @@ from torch import nn
 from ftmodel.api import DTYPES, Prediction, Predictor
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.frameworks.base import Kernel, Program
-from ftmodel.structure import Plan, TraceCache, input_meta, plan_of
+from ftmodel.structure import Plan, input_meta, plan_of
+from ftmodel.trace_cache import TraceCache
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 

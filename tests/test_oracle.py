@@ -16,7 +16,8 @@ from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.oracle import CostOracle
 from ftmodel.search_space import BlockConfig, CandidateConfig, MBConv, MobileNetV2Space, StageConfig
-from ftmodel.structure import TraceCache, Uncacheable, input_meta, plan_of, structure_key
+from ftmodel.structure import Uncacheable, input_meta, plan_of, structure_key
+from ftmodel.trace_cache import TraceCache
 from ftmodel.tracing.dispatch import trace
 
 SPACE = MobileNetV2Space(resolution=64, n_classes=10)
