@@ -42,9 +42,8 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
         b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
         t0 = time.perf_counter()
         try:
-            tr = trace(p.module, p.inputs)
-            prog = (fw.lower(tr) if fw.lower_model is None else  # cudagraphs: from the trace
-                    fw.lower_model(p.module, p.inputs, b, tr, device=dev_type, dtype="fp32"))
+            prog = fw.program(p.module, p.inputs, b, trace(p.module, p.inputs),
+                              device=dev_type, dtype="fp32")
             fns[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
         except FrameworkUnsupported:
             continue

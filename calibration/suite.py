@@ -213,11 +213,8 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             else:
                 xs = net.make_inputs(b)
                 try:
-                    tr = trace(net.module, xs)
-                    prog = (fw.lower(tr) if fw.lower_model is None else  # cudagraphs
-                            fw.lower_model(net.module, xs, b, tr, device=partial.device.type,
-                                           dtype="fp32"))
-                    assert fw.runner is not None
+                    prog = fw.program(net.module, xs, b, trace(net.module, xs),
+                                      device=partial.device.type, dtype="fp32")
                     fns[(net.name, b)] = fw.runner(net.module, xs, b,
                                                    device=partial.device.type, dtype="fp32")
                 except FrameworkUnsupported:

@@ -178,13 +178,8 @@ class Predictor:
         """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
         counted from the framework's own artifact where it has one, with the device's helper
         kernels."""
-        fw = self.framework
-        if fw.lower_model is not None:  # counted from the framework's own artifact
-            program = fw.lower_model(model, inputs, batch, trace,
-                                     device=self.profile.device.type, dtype=self.dtype)
-        else:
-            program = fw.lower(trace)
-        return self.with_helpers(program)
+        return self.with_helpers(self.framework.program(
+            model, inputs, batch, trace, device=self.profile.device.type, dtype=self.dtype))
 
     def with_helpers(self, program: Program) -> Program:
         """``program`` with the helper kernels cuDNN/cuBLAS launch below the aten level on this

@@ -104,6 +104,14 @@ class Framework:
     lower_model: ModelLowering | None = None
     runner: ModelRunner | None = None
 
+    def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *, device: str,
+                dtype: str) -> Program:
+        """The Program this framework runs: counted from its own artifact (``lower_model``)
+        where it has one, else lowered from ``trace``; the device's helper kernels not added."""
+        if self.lower_model is not None:
+            return self.lower_model(model, inputs, batch, trace, device=device, dtype=dtype)
+        return self.lower(trace)
+
 
 def kernel_events(kernels: tuple[Kernel, ...]) -> Counter[str]:
     return Counter(f"kernel:{k.op_class}" for k in kernels)
