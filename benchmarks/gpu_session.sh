@@ -9,8 +9,8 @@
 #   env            GPU, driver, torch and onnxruntime versions/providers -> OUTDIR/env.txt
 #   tests          the CUDA-marked tests and the CUDA lowering test files
 #   smoke          a quick calibration and a two-model validation (catches errors early)
-#   calibrate      `ftmodel calibrate --device cuda` for eager and cudagraphs (about 100 s on an
-#                  H100) -> OUTDIR/gpu-profile.json. TorchScript's CUDA host stage did not finish
+#   calibrate      `ftmodel calibrate --device cuda` for eager and cudagraphs (GPU-sized sweeps,
+#                  a few minutes on an H100) -> OUTDIR/gpu-profile.json. TorchScript's CUDA host stage did not finish
 #                  in 5 minutes on the H100 (2026-11-23): add it with `update` (UPDATE=torchscript)
 #                  only with time to spare
 #   update         FROM=<profile> UPDATE=<frameworks>: copy FROM to
@@ -64,12 +64,13 @@ EOF
 cp $OUT/env.log $OUT/env.txt 2>/dev/null; true" ;;
     tests) run_stage tests 150 bash -c "$PY -m pytest -q -p no:cacheprovider -m requires_cuda \
              tests/test_measure.py tests/test_calibration.py; $PY -m pytest -q -p no:cacheprovider \
-             tests/test_frameworks_cudagraphs.py tests/test_torchscript_cuda.py tests/test_onnx_cuda.py" ;;
-    smoke) run_stage smoke 150 bash -c "$PY -m ftmodel calibrate --device cuda --quick --no-progress \
+             tests/test_frameworks_cudagraphs.py tests/test_torchscript_cuda.py tests/test_onnx_cuda.py \
+             tests/test_in_model_gpu.py" ;;
+    smoke) run_stage smoke 240 bash -c "$PY -m ftmodel calibrate --device cuda --quick --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out $OUT/smoke-profile.json && \
              $PY benchmarks/validate.py --profile $OUT/smoke-profile.json --frameworks eager,cudagraphs \
              --models resnet18@112,bert-mini@64 --batches 1,8 --rounds 3 --out-dir $OUT/smoke" ;;
-    calibrate) run_stage calibrate 330 "$PY" -m ftmodel calibrate --device cuda --no-progress \
+    calibrate) run_stage calibrate 560 "$PY" -m ftmodel calibrate --device cuda --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out "$PROFILE" ;;
     validate-eager) run_stage validate-eager 240 "$PY" benchmarks/validate.py --profile "$PROFILE" \
              --framework eager --models "$MODELS" --batches "$BATCHES" --out-dir "$OUT/results" ;;

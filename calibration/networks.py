@@ -153,14 +153,16 @@ def _nnls_rel(cols: np.ndarray, rest: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[float],
                  n_kernels: list[int], measured_s: list[float],
-                 groups: list[str] | None = None) -> dict[str, float]:
+                 groups: list[str] | None = None,
+                 forms: tuple[str, ...] = tuple(IN_MODEL_FORMS)) -> dict[str, float]:
     """The in-model coefficients by NNLS in relative error (host_scale = 1).
 
     ``measured − Σo ≈ Σ coef·column`` over the columns of one of :data:`IN_MODEL_FORMS`. With
     ``groups`` (the network of each row) every form is scored by leave-one-network-out median
     error, next to no correction at all (:data:`NO_CORRECTION`: device_scale 1, scored by its
     plain median error, as it fits nothing), and the best is kept (``cv_median_ape`` says how
-    well; the terms it leaves out are 0); without, the full form is fitted.
+    well; the terms it leaves out are 0); without, the last of ``forms`` (the candidate forms,
+    keys of :data:`IN_MODEL_FORMS`; all by default) is fitted.
     """
     t = np.asarray(measured_s, dtype=float)
     rest = t - np.asarray(host_s, dtype=float)
@@ -174,7 +176,8 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
         # no correction at all: nothing fitted, so its error on every network is already
         # out-of-sample; a fitted form must beat it to be adopted
         scores[NO_CORRECTION] = float(np.median(np.abs(columns["device_scale"] - rest) / t))
-        for form, names in IN_MODEL_FORMS.items():
+        for form in forms:
+            names = IN_MODEL_FORMS[form]
             a = np.stack([columns[c] for c in names], axis=1)
             errs: list[float] = []
             for held in np.unique(g):
@@ -187,7 +190,7 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
         if form == NO_CORRECTION:
             return {**identity, "cv_median_ape": scores[form]}
     else:
-        form = "k+n+b"
+        form = forms[-1]
     names = IN_MODEL_FORMS[form]
     coef = _nnls_rel(np.stack([columns[c] for c in names], axis=1), rest, t)
     out = {"host_scale": 1.0, "device_scale": 0.0, "per_byte_s": 0.0, "per_kernel_s": 0.0}

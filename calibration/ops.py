@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES"]
+__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID"]
 
 
 @dataclass
@@ -55,6 +55,41 @@ class _Fn(nn.Module):
         return self.fn(*xs, self.p0, self.p1)
 
 
+@dataclass(frozen=True)
+class SweepGrid:
+    """Size limits of the sweeps. A GPU runs a large batch in the time a CPU runs a small one,
+    so its curves must reach the sizes of batch 128-256 (interpolated, not extrapolated, there)."""
+
+    gemm_ms: tuple[int, ...]
+    gemm_max_macs: float
+    bmm_batches: tuple[int, ...]
+    bmm_max_macs: float
+    sdpa_batch_heads: tuple[tuple[int, int], ...]
+    sdpa_seqs: tuple[int, ...]
+    conv_batches: tuple[int, ...]
+    conv_max_macs: float
+    conv_max_input: float  # elements
+    conv_samples: int
+    depthwise_samples: int
+    stem_batches: tuple[int, ...]
+    max_size_exp: int  # bytes-bound ops up to 2**max_size_exp elements
+
+
+CPU_GRID = SweepGrid(
+    gemm_ms=(1, 4, 16, 64, 256, 1024), gemm_max_macs=1.2e9, bmm_batches=(4, 12, 48, 192),
+    bmm_max_macs=6e8, sdpa_batch_heads=((1, 4), (1, 12), (4, 12), (16, 12)),
+    sdpa_seqs=(16, 64, 128, 256), conv_batches=(1, 1, 2, 4, 8, 16), conv_max_macs=1.0e9,
+    conv_max_input=2.5e7, conv_samples=60, depthwise_samples=28, stem_batches=(1, 4, 16), max_size_exp=24)
+GPU_GRID = SweepGrid(
+    gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
+    bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,
+    sdpa_batch_heads=((1, 4), (1, 12), (4, 12), (16, 12), (64, 12), (128, 12)),
+    sdpa_seqs=(16, 64, 128, 256, 512), conv_batches=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    conv_max_macs=4e10, conv_max_input=2e8, conv_samples=90, depthwise_samples=40,
+    stem_batches=(1, 4, 16, 64, 128),
+    max_size_exp=26)
+
+
 def _r(*shape: int) -> torch.Tensor:
     return torch.randn(*shape)
 
@@ -63,27 +98,27 @@ def _linear(m: int, k: int, n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]
     return _Fn(F.linear, _r(n, k), _r(n)), (_r(m, k),)
 
 
-def _gemm(quick: bool) -> list[OpSample]:
+def _gemm(quick: bool, grid: SweepGrid) -> list[OpSample]:
     out = [OpSample("gemm", "linear", "linear floor", *_linear(1, 4, 4), is_floor=True)]
-    ms = [1, 4, 16, 64, 256, 1024] if not quick else [1, 16, 256]
+    ms = list(grid.gemm_ms) if not quick else list(grid.gemm_ms[::2])
     kns = [(64, 64), (128, 128), (256, 256), (512, 1000), (768, 768), (768, 3072), (3072, 768),
            (1024, 1024), (2048, 512), (128, 512), (4096, 1024), (4096, 4096)]
     if quick:
         kns = kns[1::3]
     for m in ms:
         for k, n in kns:
-            if m * k * n <= 1.2e9:
+            if m * k * n <= grid.gemm_max_macs:
                 out.append(OpSample("gemm", "linear", f"linear m{m} k{k} n{n}", *_linear(m, k, n)))
     return out
 
 
-def _bmm(quick: bool) -> list[OpSample]:
+def _bmm(quick: bool, grid: SweepGrid) -> list[OpSample]:
     bmm = _Fn(torch.bmm)
     out = [OpSample("bmm", "bmm", "bmm floor", bmm, (_r(1, 2, 2), _r(1, 2, 2)), is_floor=True)]
-    for b in ([4, 12, 48, 192] if not quick else [12, 96]):
+    for b in (grid.bmm_batches if not quick else (12, 96)):
         for s in ([16, 32, 64, 128, 256] if not quick else [32, 128]):
             for d in ([32, 64] if not quick else [64]):
-                if b * s * s * d > 6e8:
+                if b * s * s * d > grid.bmm_max_macs:
                     continue
                 out.append(OpSample("bmm", "bmm", f"bmm qk b{b} s{s} d{d}", bmm,
                                     (_r(b, s, d), _r(b, d, s))))
@@ -92,24 +127,25 @@ def _bmm(quick: bool) -> list[OpSample]:
     return out
 
 
-def _attention(quick: bool) -> list[OpSample]:
+def _attention(quick: bool, grid: SweepGrid) -> list[OpSample]:
     sdpa = _Fn(F.scaled_dot_product_attention)
     t = _r(1, 1, 2, 4)
     out = [OpSample("attention", "sdpa", "sdpa floor", sdpa, (t, t, t), is_floor=True)]
-    for b, h in ([(1, 4), (1, 12), (4, 12), (16, 12)] if not quick else [(1, 12)]):
-        for s in ([16, 64, 128, 256] if not quick else [64]):
+    for b, h in (grid.sdpa_batch_heads if not quick else ((1, 12),)):
+        for s in (grid.sdpa_seqs if not quick else (64,)):
             q = _r(b, h, s, 64)
             out.append(OpSample("attention", "sdpa", f"sdpa b{b} h{h} s{s} d64", sdpa,
                                 (q, q.clone(), q.clone())))
     return out
 
 
-def _conv_configs(rng: random.Random, n: int, depthwise: bool) -> list[tuple[int, ...]]:
+def _conv_configs(rng: random.Random, n: int, depthwise: bool, grid: SweepGrid
+                  ) -> list[tuple[int, ...]]:
     chans = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512] if not depthwise else \
         [16, 32, 64, 96, 144, 192, 384, 576, 960]
     configs: list[tuple[int, ...]] = []
     while len(configs) < n:
-        b = rng.choice([1, 1, 2, 4, 8, 16])
+        b = rng.choice(grid.conv_batches)
         cin = rng.choice(chans)
         cout = cin if depthwise else rng.choice(chans)
         hw = rng.choice([1, 4, 7, 7, 14, 14, 28, 56, 112] if not depthwise else [7, 14, 28, 56, 112])
@@ -119,7 +155,7 @@ def _conv_configs(rng: random.Random, n: int, depthwise: bool) -> list[tuple[int
         if hw < k:
             k = 1
         macs = b * (hw // stride) ** 2 * cout * (cin // groups) * k * k
-        if macs > 1.0e9 or b * cin * hw * hw > 2.5e7:
+        if macs > grid.conv_max_macs or b * cin * hw * hw > grid.conv_max_input:
             continue
         configs.append((b, cin, cout, hw, k, stride, groups))
     return configs
@@ -130,24 +166,25 @@ def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Mo
     return conv.requires_grad_(False)
 
 
-def _conv(quick: bool, depthwise: bool) -> list[OpSample]:
+def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     rng = random.Random(1234 + depthwise)
     cls = "conv_grouped" if depthwise else "conv"
     out = [OpSample(cls, cls, f"{cls} floor", _conv_module(2, 2, 3, 1, 2 if depthwise else 1),
                     (_r(1, 2, 4, 4),), is_floor=True)]
-    n = (60 if not depthwise else 28) if not quick else 8
-    for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise):
+    n = (grid.conv_samples if not depthwise else grid.depthwise_samples) if not quick else 8
+    for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise, grid):
         out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
                             _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))
     if not quick and not depthwise:  # the 3-channel stem of image models
-        for b in (1, 4, 16):
+        for b in grid.stem_batches:
             out.append(OpSample("conv", "conv", f"stem b{b}", _conv_module(3, 64, 7, 2, 1),
                                 (_r(b, 3, 112, 112),)))
     return out
 
 
-def _sizes(quick: bool) -> list[int]:
-    return [2**e for e in (range(8, 25, 2) if not quick else range(8, 25, 5))]
+def _sizes(quick: bool, grid: SweepGrid) -> list[int]:
+    top = grid.max_size_exp + 1
+    return [2**e for e in (range(8, top, 2) if not quick else range(8, top, 5))]
 
 
 def _family(curve: str, family: str, make: Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]],
@@ -169,8 +206,8 @@ def _img(n: int) -> torch.Tensor:
     return _r(1, c, hw, hw)  # (N, C, H, W)
 
 
-def _bytes_classes(quick: bool) -> list[OpSample]:
-    sz = _sizes(quick)
+def _bytes_classes(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    sz = _sizes(quick, grid)
     fam = _family
     out: list[OpSample] = []
     out += fam("elementwise", "relu", lambda n: (_Fn(torch.relu), (_r(n),)), sz)
@@ -224,10 +261,12 @@ OP_SWEEP_CLASSES = ("gemm", "bmm", "attention", "conv", "conv_grouped", "element
                     "norm", "pool", "embedding")
 
 
-def op_samples(quick: bool = False) -> dict[str, list[OpSample]]:
-    """The sweep, grouped by curve key, in OP_SWEEP_CLASSES order (floors included)."""
-    all_samples = (_gemm(quick) + _bmm(quick) + _attention(quick) + _conv(quick, False)
-                   + _conv(quick, True) + _bytes_classes(quick))
+def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
+    """The sweep, grouped by curve key, in OP_SWEEP_CLASSES order (floors included); ``grid``:
+    :data:`CPU_GRID` or, on a GPU, :data:`GPU_GRID`."""
+    all_samples = (_gemm(quick, grid) + _bmm(quick, grid) + _attention(quick, grid)
+                   + _conv(quick, False, grid) + _conv(quick, True, grid)
+                   + _bytes_classes(quick, grid))
     grouped: dict[str, list[OpSample]] = {c: [] for c in OP_SWEEP_CLASSES}
     for s in all_samples:
         grouped[s.curve].append(s)

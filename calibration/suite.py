@@ -11,7 +11,8 @@
    last-level cache, as weights and skip connections arrive inside a large model); the device
    half records both, and the cache probe (``calibration.cache``) fits when operands turn cold
    inside a model, for :mod:`ftmodel.estimate.cache`;
-3. the in-model stage (``calibration.networks``) for eager;
+3. the in-model stage (``calibration.networks``; on a GPU ``calibration.in_model_gpu``) for
+   eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
    programs (``calibration.dispatch.compiled_host_programs``; :mod:`calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
@@ -27,8 +28,14 @@ Eager is always calibrated: the sweeps that give the device half need it, except
 frameworks into an existing profile of this machine (:mod:`calibration.update`).
 
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
-what it measured (``provenance.complete`` is false and the missing op classes are listed). On CUDA
-the same code runs with CUDA-event timing and the device is marked asynchronous.
+what it measured (``provenance.complete`` is false and the missing op classes are listed).
+
+On CUDA the device is marked asynchronous and timed with CUDA events; three things differ: the
+sweeps use the GPU-sized grid (:data:`calibration.ops.GPU_GRID`, operands made on the GPU), a
+sample's device time is read from replays of a CUDA graph of repeated calls instead of time
+minus floor (an eagerly launched small op is host-bound there), and the in-model stage fits the
+device and host halves separately in the timeline's max-plus form
+(:mod:`calibration.in_model_gpu`).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +56,10 @@ from calibration.cache import fit_cache_model, probe_cache
 from calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from calibration.framework_host import compile_limits, framework_host_stage
 from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
+from calibration.in_model_gpu import in_model_stage_async
 from calibration.networks import fit_in_model, synthetic_networks
-from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
+from calibration.sweep_stage import caller, class_stage, measure_group, subset_curve
 from calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
@@ -58,7 +67,7 @@ from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (cache_flusher, last_level_cache_bytes, measure_cold_interleaved,
+from ftmodel.measure import (cache_flusher, last_level_cache_bytes,
                              measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
@@ -83,18 +92,6 @@ def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]
     return {k: int(v) for k, v in prog.host_events.items() if v}
 
 
-def _to(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
-        ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return module.to(device).eval(), tuple(t.to(device) for t in inputs)
-
-
-def _caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
-    def call() -> object:
-        with torch.no_grad():
-            return module(*inputs)
-    return call
-
-
 class _Progress:
     """A rich progress bar when asked for, else nothing."""
 
@@ -117,20 +114,10 @@ class _Progress:
             self.bar.stop()
 
 
-def _measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
-                   device: str, rounds: int, round_s: float) -> dict[str, tuple[float, float]]:
-    fns = {}
-    for label, module, inputs in items:
-        m, xs = _to(module, inputs, device)
-        fns[label] = _caller(m, xs)
-    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
-    return {str(k): (v.time_s, v.spread) for k, v in res.items()}
-
-
 def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: float,
                 progress: _Progress) -> FrameworkHost:
     counts = [_events(p.module, p.inputs) for p in programs]
-    measured = _measure_group([(p.name, p.module, p.inputs) for p in programs], device, rounds,
+    measured = measure_group([(p.name, p.module, p.inputs) for p in programs], device, rounds,
                               round_s)
     progress.step("host dispatch programs", len(programs))
     times = [measured[p.name][0] for p in programs]
@@ -138,58 +125,6 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
-
-
-def _class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
-                 flush: Callable[[], object] | None = None
-                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
-    """Measure one curve's samples with their families' floors; device time = time − floor.
-
-    With ``flush``, every sample (floors included) is timed again right after a cache flush:
-    cold device time = cold time − cold floor (the flush also chills the host's own code path,
-    which the cold floor carries and the subtraction removes).
-    """
-    measured = _measure_group([(s.label, s.module, s.inputs) for s in samples], device, rounds,
-                              round_s)
-    floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
-    cold: dict[str, float] = {}
-    if flush is not None:
-        fns = {}
-        for s in samples:
-            m, xs = _to(s.module, s.inputs, device)
-            fns[s.label] = _caller(m, xs)
-        cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
-            fns, flush=flush, device=device, rounds=max(2, rounds - 2)).items()}
-    cold_floors = {s.family: cold[s.label] for s in samples if s.is_floor and cold}
-    rows: list[tuple[float, float, float, float]] = []
-    cold_rows: list[float] = []
-    variants: list[str] = []
-    raw: list[dict[str, Any]] = []
-    for s in samples:
-        if s.is_floor:
-            continue
-        prog = eager.lower(trace(s.module, s.inputs))
-        main = max((k for k in prog.kernels if k.op_class == s.op_class),
-                   key=lambda k: (k.macs, k.bytes_total), default=None)
-        if main is None:  # the op lowered to another class on this build; keep it honest
-            main = max(prog.kernels, key=lambda k: (k.macs, k.bytes_total))
-        total_s, spread = measured[s.label]
-        floor_s = floors[s.family]
-        device_s = max(total_s - floor_s, 1e-9)
-        rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written), device_s))
-        variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
-        raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
-                    "variant": variants[-1]})
-        if cold:
-            cold_rows.append(max(cold[s.label] - cold_floors[s.family], device_s))
-            raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
-    return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,
-            variants)
-
-
-def _subset(data: OpClassData, keep: list[int]) -> OpClassData:
-    return OpClassData("samples", tuple(data.samples[i] for i in keep),
-                       cold_s=tuple(data.cold_s[i] for i in keep) if data.cold_s else ())
 
 
 def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
@@ -208,7 +143,7 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
         for b in batches:
             if fw.runner is None:  # eager: the module itself
                 inputs = tuple(t.to(device) for t in net.make_inputs(b))
-                fns[(net.name, b)] = _caller(net.module.to(device), inputs)
+                fns[(net.name, b)] = caller(net.module.to(device), inputs)
                 prog = eager.lower(trace(net.module, net.make_inputs(b)))
             else:
                 xs = net.make_inputs(b)
@@ -278,7 +213,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     base = profile_to_update(path, device, n_threads, _cpu_name()) if update else None
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
-    sweeps = op_samples(quick)
+    if device.startswith("cuda"):  # GPU-sized operands (20 GB) are made where they are used
+        with torch.device(device):
+            sweeps = op_samples(quick, GPU_GRID)
+    else:
+        sweeps = op_samples(quick, CPU_GRID)
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
         + 2 * len(extra) + framework_curve_steps(extra, device)
@@ -318,6 +257,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
+    in_model = in_model_stage_async if device.startswith("cuda") else _in_model_stage
     try:
         with torch.no_grad():
             if base is None:  # the eager host part and the shared device half
@@ -330,12 +270,12 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 for cls in OP_SWEEP_CLASSES:
                     if not sweeps[cls]:
                         continue
-                    classes[cls], raw[cls], variants = _class_stage(sweeps[cls], device, rounds,
+                    classes[cls], raw[cls], variants = class_stage(sweeps[cls], device, rounds,
                                                                     round_s, flush)
                     for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
                         keep = [i for i, rv in enumerate(variants) if rv == v]
                         if len(keep) >= 3:
-                            classes[f"{cls}:{v}"] = _subset(classes[cls], keep)
+                            classes[f"{cls}:{v}"] = subset_curve(classes[cls], keep)
                     bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                     write_profile(snapshot(False), path)
                 math = [d for c, d in classes.items() if c.startswith("elementwise@")]
@@ -344,7 +284,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         "samples", tuple(r for d in math for r in d.samples),
                         cold_s=tuple(t for d in math for t in d.cold_s)
                         if all(d.cold_s for d in math) else ())
-                fh = _in_model_stage(snapshot(False), fh, device, quick, rounds)
+                fh = in_model(snapshot(False), fh, device, quick, rounds)
                 host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
                 bar.step("synthetic networks", 1)
                 write_profile(snapshot(False), path)
@@ -365,7 +305,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         classes.update(curves)
                         raw.update(curve_raw)
                         write_profile(snapshot(False), path)
-                    ffh = _in_model_stage(snapshot(False), ffh, device, quick, rounds, fw_name)
+                    ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
                 host = HostProfile(host.name, host.cpu, host.threads,
                                    {**host.frameworks, fw_name: ffh})
                 stage_s[fw_name] = round(time.time() - t0, 1)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
-           "cache_flusher", "last_level_cache_bytes", "set_threads", "synchronize"]
+           "cache_flusher", "captured_repeats", "last_level_cache_bytes", "set_threads",
+           "synchronize"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +150,36 @@ def measure_cold_interleaved(fns: Mapping[Hashable, Callable[[], object]], *,
                 times.append(_time_once(fn, device))
             medians[key].append(statistics.median(times))
     return {k: Measurement(min(v), tuple(v), reps * rounds) for k, v in medians.items()}
+
+
+def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float = 2e-3,
+                     max_reps: int = 64) -> tuple[Callable[[], object], int]:
+    """``fn`` called ``reps`` times back to back inside one captured CUDA graph, and ``reps``.
+
+    Replaying the graph runs the calls' kernels with no host work between them, so a replay's
+    CUDA-event time over ``reps`` is the device time of one call (kernels and the device-side
+    gaps between them), whatever the host costs: on an asynchronous GPU this is how a single
+    op's device time is observed (an eagerly launched small op is host-bound, and subtracting a
+    host floor from it leaves noise). ``reps`` makes a replay last about ``target_s``. ``fn`` is
+    warmed up on a side stream first (as capture requires); the outputs of all ``reps`` calls
+    live in the graph's memory pool, kept alive with the returned callable.
+    """
+    if not device.startswith("cuda"):
+        raise ValueError(f"captured_repeats needs a CUDA device, got {device!r}")
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    synchronize(device)
+    one_s = max(_time_once(fn, device), 1e-7)  # an upper bound: launch included
+    reps = int(max(1, min(max_reps, target_s / one_s)))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [fn() for _ in range(reps)]
+
+    def replay() -> object:
+        graph.replay()
+        return outs
+    return replay, reps

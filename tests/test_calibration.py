@@ -59,7 +59,7 @@ def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
 def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
-    real = suite._class_stage
+    real = suite.class_stage
 
     def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -67,7 +67,7 @@ def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(suite, "_class_stage", flaky)
+    monkeypatch.setattr(suite, "class_stage", flaky)
     path = tmp_path / "partial.json"
     with pytest.raises(KeyboardInterrupt):
         suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1)

@@ -110,3 +110,22 @@ def test_last_level_cache_is_found_on_linux() -> None:
     if sys.platform.startswith("linux"):
         assert size >= 256 * 1024  # any x86/Arm server CPU has at least this much
     cache_flusher("cpu", 1 << 20)()  # a small flusher runs
+
+
+def test_captured_repeats_needs_cuda() -> None:
+    from ftmodel.measure import captured_repeats
+    with pytest.raises(ValueError, match="needs a CUDA device, got 'cpu'"):
+        captured_repeats(lambda: None, "cpu")
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_captured_repeats_replays_the_calls() -> None:
+    from ftmodel.measure import captured_repeats
+    x = torch.randn(64, 64, device="cuda")
+    replay, reps = captured_repeats(lambda: x @ x, "cuda", max_reps=8)
+    assert 1 <= reps <= 8
+    x.copy_(torch.eye(64, device="cuda"))  # the graph reads x's memory at replay
+    outs = replay()
+    synchronize("cuda")
+    assert len(outs) == reps and all(torch.equal(o, x) for o in outs)

@@ -1,0 +1,143 @@
+"""The in-model stage on an asynchronous device (a GPU), in the timeline's own max-plus form.
+
+On a CPU host and device share one thread and a forward's time is the sum of both, so the
+in-model correction is an additive least-squares fit (:func:`calibration.networks.fit_in_model`).
+On a GPU the host launches kernels ahead of the device and a forward takes about
+``max(host, device)``: an additive fit of ``measured − host`` to the device time mixes the two
+(the synthetic networks are host-bound on a fast GPU, so the "device" coefficient it returns
+describes the host). Here the two halves are observed and fitted separately:
+
+* **device**: every synthetic network × batch is captured, several forwards in a row, in one CUDA
+  graph (:func:`ftmodel.measure.captured_repeats`); a replay has no host work, so its time per
+  forward is the network's device time. ``device_time ≈ device_scale·Σk [+ per_byte_s·Σbytes]``
+  is fitted by NNLS in relative error, the form (or none) chosen by leave-one-network-out error
+  as on a CPU. Batches reach 256 so the compute-bound side is covered.
+* **host**: the same networks run through the framework's own runner (eager: the module; CUDA
+  graphs: one replay), timed with CUDA events. With the device terms fixed, ``host_scale`` (the
+  factor on every per-kernel host cost) is the value whose predicted timeline
+  (:func:`ftmodel.estimate.timeline.run_timeline`, async) has the lowest median relative error,
+  chosen over a grid; it is adopted only if it beats ``host_scale = 1`` leave-one-network-out.
+
+What is not fitted: ``per_kernel_s`` (0; a per-kernel host cost is what the host programs
+measure), launch latency and sync cost (the device profile's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from calibration.networks import fit_in_model, synthetic_networks
+from ftmodel.errors import FrameworkUnsupported
+from ftmodel.estimate.timeline import run_timeline
+from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
+from ftmodel.measure import captured_repeats, measure_interleaved
+from ftmodel.tracing.dispatch import trace
+
+__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "fit_host_scale", "in_model_stage_async"]
+
+ASYNC_BATCHES = (1, 8, 64, 256)
+HOST_SCALE_GRID = np.geomspace(0.25, 4.0, 161)  # 1.0 is on the grid
+DEVICE_FORMS = ("k", "k+b")  # no per-kernel term on the device side: replays include the gaps
+
+
+@dataclass
+class _Row:
+    key: tuple[str, int]  # (network, batch)
+    host_s: np.ndarray  # o_i, as the host part prices them
+    device_s: np.ndarray  # k_i from the curves, before in-model terms
+    bytes_s: np.ndarray  # bytes moved per kernel
+
+
+def _latency_s(row: _Row, host_scale: float, device: dict[str, float], per_call_s: float,
+               launch_latency_s: float, sync_s: float) -> float:
+    dev = row.device_s * device["device_scale"] + row.bytes_s * device["per_byte_s"]
+    return run_timeline(row.host_s * host_scale, dev, execution="async", per_call_s=per_call_s,
+                        launch_latency_s=launch_latency_s, sync_s=sync_s).latency_s
+
+
+def fit_host_scale(predict: Callable[[int, float], float], measured_s: Sequence[float],
+                   groups: Sequence[str]) -> tuple[float, float]:
+    """(host_scale, its leave-one-group-out median APE) over :data:`HOST_SCALE_GRID`.
+
+    ``predict(i, h)`` is row i's predicted latency with host scale h. 1.0 (no correction) is
+    kept unless a scale chosen without a group predicts that group better, over all groups.
+    """
+    t = np.asarray(measured_s, dtype=float)
+    g = np.asarray(groups)
+    # err[j, i]: relative error of row i at grid point j
+    pred = np.array([[predict(i, h) for i in range(len(t))] for h in HOST_SCALE_GRID])
+    err = np.abs(pred - t[None, :]) / t[None, :]
+    one = int(np.argmin(np.abs(HOST_SCALE_GRID - 1.0)))
+    held_errs: list[float] = []
+    for held in np.unique(g):
+        tr = g != held
+        j = int(np.argmin(np.median(err[:, tr], axis=1)))
+        held_errs += list(err[j, ~tr])
+    cv = float(np.median(held_errs))
+    if cv >= float(np.median(err[one])):
+        return 1.0, float(np.median(err[one]))
+    return float(HOST_SCALE_GRID[int(np.argmin(np.median(err, axis=1)))]), cv
+
+
+def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
+                         rounds: int, framework: str = "eager") -> FrameworkHost:
+    """``fh`` with the in-model terms fitted on a GPU (see the module docstring)."""
+    from ftmodel.api import Predictor
+
+    predictor = Predictor(framework, partial)
+    fw = predictor.framework
+    dev_type = partial.device.type
+    nets = synthetic_networks(6 if quick else 18)
+    batches = (1, 64) if quick else ASYNC_BATCHES
+    host_fns: dict[tuple[str, int], Callable[[], object]] = {}
+    device_fns: dict[tuple[str, int], Callable[[], object]] = {}
+    reps: dict[tuple[str, int], int] = {}
+    rows: list[_Row] = []
+    for net in nets:
+        module = net.module.to(device)
+        for b in batches:
+            xs = net.make_inputs(b)
+            try:
+                prog = fw.program(net.module, xs, b, trace(net.module, xs), device=dev_type,
+                                  dtype="fp32")
+                on_dev = tuple(x.to(device) for x in xs)
+                host_fns[(net.name, b)] = (
+                    (lambda m=module, a=on_dev: m(*a)) if fw.runner is None
+                    else fw.runner(net.module, xs, b, device=dev_type, dtype="fp32"))
+                device_fns[(net.name, b)], reps[(net.name, b)] = captured_repeats(
+                    lambda m=module, a=on_dev: m(*a), device)
+            except FrameworkUnsupported:
+                continue
+            tl = predictor.timeline(prog, [])
+            rows.append(_Row((net.name, b), tl.host_s, tl.device_s,
+                             np.array([k.bytes_total for k in prog.kernels], dtype=float)))
+    dev_meas = measure_interleaved(device_fns, device=device, rounds=rounds, round_s=0.02,
+                                   max_reps=30)
+    host_meas = measure_interleaved(host_fns, device=device, rounds=rounds, round_s=0.05,
+                                    max_reps=30)
+    device_t = [dev_meas[r.key].time_s / reps[r.key] for r in rows]
+    groups = [r.key[0] for r in rows]
+    zeros = [0.0] * len(rows)
+    dev_fit = fit_in_model(zeros, [float(r.device_s.sum()) for r in rows],
+                           [float(r.bytes_s.sum()) for r in rows], [len(r.host_s) for r in rows],
+                           device_t, groups=groups, forms=DEVICE_FORMS)
+    dev_terms = {"device_scale": dev_fit["device_scale"], "per_byte_s": dev_fit["per_byte_s"]}
+    measured = [host_meas[r.key].time_s for r in rows]
+    dp = partial.device
+    host_scale, host_cv = fit_host_scale(
+        lambda i, h: _latency_s(rows[i], h, dev_terms, fh.per_call_s, dp.launch_latency_s,
+                                dp.sync_s), measured, groups)
+    coef = {"host_scale": host_scale, "per_kernel_s": 0.0, **dev_terms,
+            "cv_median_ape": host_cv, "device_cv_median_ape": dev_fit.get("cv_median_ape", 0.0)}
+    samples = tuple(fh.samples) + tuple(
+        {"network": f"{r.key[0]}@b{r.key[1]}", "host_s": float(r.host_s.sum()),
+         "device_s": float(r.device_s.sum()), "bytes": float(r.bytes_s.sum()),
+         "n_kernels": len(r.host_s), "time_s": t, "device_time_s": d}
+        for r, t, d in zip(rows, measured, device_t))
+    del device_fns, host_fns
+    torch.cuda.empty_cache()
+    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)

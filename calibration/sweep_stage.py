@@ -1,0 +1,119 @@
+"""The op-sweep stage of calibration: time single-op samples, turn them into device curves.
+
+On a CPU a sample's device time is its time minus its family's floor (the same call on a few
+elements: host cost); on a GPU it is the time of one call inside a replayed CUDA graph of
+repeated calls (:func:`ftmodel.measure.captured_repeats`), which has no host cost. See
+:mod:`calibration.suite` for where the stage sits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from calibration.ops import OpSample
+from ftmodel.frameworks import eager
+from ftmodel.hardware.profile import OpClassData
+from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
+from ftmodel.tracing.dispatch import trace
+
+__all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve"]
+
+
+def to_device(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
+        ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return module.to(device).eval(), tuple(t.to(device) for t in inputs)
+
+
+def caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
+    def call() -> object:
+        with torch.no_grad():
+            return module(*inputs)
+    return call
+
+
+def measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
+                   device: str, rounds: int, round_s: float) -> dict[str, tuple[float, float]]:
+    fns = {}
+    for label, module, inputs in items:
+        m, xs = to_device(module, inputs, device)
+        fns[label] = caller(m, xs)
+    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    return {str(k): (v.time_s, v.spread) for k, v in res.items()}
+
+
+def _measure_captured(samples: list[OpSample], device: str, rounds: int, round_s: float
+                      ) -> dict[str, tuple[float, float]]:
+    """On a GPU: each sample's device seconds per call from replays of a CUDA graph of repeated
+    calls (:func:`ftmodel.measure.captured_repeats`: no host cost, so no floor to subtract);
+    floors are timed as plain calls (host cost, which the cold measurement subtracts)."""
+    fns: dict[str, Callable[[], object]] = {}
+    reps: dict[str, int] = {}
+    for s in samples:
+        m, xs = to_device(s.module, s.inputs, device)
+        fns[s.label], reps[s.label] = (caller(m, xs), 1) if s.is_floor else \
+            captured_repeats(caller(m, xs), device)
+    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    out = {str(k): (v.time_s / reps[str(k)], v.spread) for k, v in res.items()}
+    del fns  # the graphs and their memory pools
+    torch.cuda.empty_cache()
+    return out
+
+
+def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
+                 flush: Callable[[], object] | None = None
+                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
+    """Measure one curve's samples; device time = time − the family's floor on a CPU, the time
+    of a captured repeat (:func:`_measure_captured`) on a GPU.
+
+    With ``flush``, every sample (floors included) is timed again right after a cache flush:
+    cold device time = cold time − cold floor (the flush also chills the host's own code path,
+    which the cold floor carries and the subtraction removes).
+    """
+    if device.startswith("cuda"):  # asynchronous: device time observed directly
+        measured = _measure_captured(samples, device, rounds, round_s)
+    else:
+        measured = measure_group([(s.label, s.module, s.inputs) for s in samples], device,
+                                  rounds, round_s)
+    floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
+    cold: dict[str, float] = {}
+    if flush is not None:
+        fns = {}
+        for s in samples:
+            m, xs = to_device(s.module, s.inputs, device)
+            fns[s.label] = caller(m, xs)
+        cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
+            fns, flush=flush, device=device, rounds=max(2, rounds - 2)).items()}
+    cold_floors = {s.family: cold[s.label] for s in samples if s.is_floor and cold}
+    rows: list[tuple[float, float, float, float]] = []
+    cold_rows: list[float] = []
+    variants: list[str] = []
+    raw: list[dict[str, Any]] = []
+    for s in samples:
+        if s.is_floor:
+            continue
+        prog = eager.lower(trace(s.module, s.inputs))
+        main = max((k for k in prog.kernels if k.op_class == s.op_class),
+                   key=lambda k: (k.macs, k.bytes_total), default=None)
+        if main is None:  # the op lowered to another class on this build; keep it honest
+            main = max(prog.kernels, key=lambda k: (k.macs, k.bytes_total))
+        total_s, spread = measured[s.label]
+        floor_s = 0.0 if device.startswith("cuda") else floors[s.family]
+        device_s = max(total_s - floor_s, 1e-9)
+        rows.append((float(main.macs), float(main.bytes_read), float(main.bytes_written), device_s))
+        variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
+        raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
+                    "variant": variants[-1]})
+        if cold:
+            cold_rows.append(max(cold[s.label] - cold_floors[s.family], device_s))
+            raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
+    return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,
+            variants)
+
+
+def subset_curve(data: OpClassData, keep: list[int]) -> OpClassData:
+    return OpClassData("samples", tuple(data.samples[i] for i in keep),
+                       cold_s=tuple(data.cold_s[i] for i in keep) if data.cold_s else ())
