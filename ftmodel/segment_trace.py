@@ -18,7 +18,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ftmodel.errors import FtmodelError
-from ftmodel.tracing.dispatch import _tensors, trace
+from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.recorder import _storage_key, _tensors
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["SegmentTrace", "TensorMeta", "trace_segment"]
@@ -93,48 +94,7 @@ class _StorageObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]
 def _storage_keys(tree: Any) -> list[int]:
     """The recorder's storage identity (the storage's address) of each tensor in ``tree``, in
     ``tree_flatten`` order (the recorder's operand order)."""
-    flat = _flat_tensors(tree)
-    out = []
-    for t in _tensors(tree) if flat is None else flat:
-        try:
-            out.append(int(t.untyped_storage()._cdata))
-        except (RuntimeError, NotImplementedError, AttributeError):
-            out.append(id(t))
-    return out
-
-
-_Tensor = torch.Tensor
-
-
-def _flat_tensors(tree: Any) -> list[torch.Tensor] | None:
-    """The tensors of ``tree`` in ``tree_flatten`` order, for the shapes aten ops take (a
-    tensor; a tuple/list of tensors, numbers, None and tuples/lists of those; an
-    ``(args, kwargs)`` pair whose kwargs hold no tensor); None for anything else (the caller
-    then flattens it with pytree)."""
-    if isinstance(tree, _Tensor):
-        return [tree]
-    if (type(tree) is tuple and len(tree) == 2 and type(tree[1]) is dict
-            and type(tree[0]) is tuple):
-        args, kwargs = tree
-        for v in kwargs.values():
-            if isinstance(v, (_Tensor, list, tuple, dict)):
-                return None
-        tree = args
-    if type(tree) not in (tuple, list):
-        return None
-    out: list[torch.Tensor] = []
-    for a in tree:
-        if isinstance(a, _Tensor):
-            out.append(a)
-        elif type(a) in (tuple, list):
-            for b in a:
-                if isinstance(b, _Tensor):
-                    out.append(b)
-                elif type(b) in (tuple, list, dict):
-                    return None
-        elif type(a) is dict:
-            return None
-    return out
+    return [_storage_key(t) for t in _tensors(tree)]
 
 
 def _recorder_storage_ids() -> dict[int, int] | None:

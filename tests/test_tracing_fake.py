@@ -304,3 +304,24 @@ def test_python_calls_of_the_model_are_counted() -> None:
     assert plain.n_py_calls == 0
     from ftmodel.frameworks.eager import lower
     assert lower(tr).host_events["py_call"] == 4
+
+
+def test_calls_inside_an_aten_op_are_not_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code run inside the dispatch of an aten op on fake tensors is torch's (meta kernels,
+    decompositions, and whatever they call lazily the first time, e.g. typing_extensions), never
+    the model's: a call made there is not counted even when its caller lives outside torch."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    seen: list[int] = []
+    original = FakeTensorMode.__torch_dispatch__
+
+    def note() -> None:
+        seen.append(len(seen))
+
+    def lazy_library_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        note()  # a call between two frames outside torch (counted before the fix)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeTensorMode, "__torch_dispatch__", lazy_library_call)
+    tr = trace(_Glue(), torch.randn(2, 4))
+    assert seen  # it ran, inside every op
+    assert tr.n_py_calls == 2 + 2  # the model's own calls only

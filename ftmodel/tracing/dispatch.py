@@ -6,9 +6,10 @@ same shape, dtype and device (no storage, no compute), calls the model through
 device works with ordinary CPU inputs), and records one :class:`OpRecord` per aten op.
 Module paths come from global forward hooks active only while tracing. No TorchFunctionMode is
 used: it would make ``has_torch_function`` true and switch off eager fast paths (e.g.
-nn.MultiheadAttention's), so the trace would no longer match what eager runs. If the model cannot run on fake tensors (data-dependent
-control flow, ops without a meta kernel), the pass is repeated on real tensors at the requested
-batch and the Trace carries a warning saying so. See ``records.py`` for counting semantics.
+nn.MultiheadAttention's), so the trace would no longer match what eager runs. If the model
+cannot run on fake tensors (data-dependent control flow, ops without a meta kernel), the pass is
+repeated on real tensors at the requested batch and the Trace carries a warning saying so. See
+``records.py`` for counting semantics and ``recorder.py`` for the recorder itself.
 """
 
 from __future__ import annotations
@@ -17,141 +18,20 @@ import contextlib
 import os
 import sys
 import sysconfig
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 
 from ftmodel.errors import FtmodelError, TraceError
-from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import (InputSpec, ModelInputs, _as_inputs, batch_of, check_batch,
                                     resolve_inputs)
-from ftmodel.tracing.records import OpRecord, Trace
+from ftmodel.tracing.records import Trace
+from ftmodel.tracing.recorder import Recorder, _DispatchRecorder
 
 __all__ = ["trace", "Recorder"]
-
-
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    flat, _ = tree_flatten(tree)
-    return [t for t in flat if isinstance(t, torch.Tensor)]
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    """Address of the storage behind ``t`` (shared by views of one tensor), else ``id(t)``."""
-    try:
-        return int(t.untyped_storage()._cdata)
-    except (RuntimeError, NotImplementedError, AttributeError):  # sparse, nested, ...
-        return id(t)
-
-
-def _nbytes(ts: list[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in ts)
-
-
-class Recorder:
-    """Collects op records, module paths and call counts during one forward pass."""
-
-    def __init__(self, module_names: dict[int, str], weight_ids: set[int] | None = None,
-                 weights: Iterable[torch.Tensor] = ()) -> None:
-        self.records: list[OpRecord] = []
-        self.weight_ids = weight_ids or set()  # ids of the parameter/buffer tensors used
-        # storages of the parameters/buffers: a weight read through a view (linear's w.t()) is
-        # still a weight
-        self.weight_storages = {_storage_key(t) for t in weights}
-        self.module_stack: list[str] = []
-        self.module_calls: Counter[str] = Counter()
-        self.module_names = module_names
-        self.py_calls = 0  # Python function calls of the model's own code (not torch's)
-        self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
-        self._storages: list[Any] = []  # keeps storages alive so no address is reused
-
-    def _operands(self, ts: list[torch.Tensor]) -> tuple[tuple[int, int], ...]:
-        """(storage id, bytes) of each tensor; tensors sharing a storage share an id."""
-        out = []
-        for t in ts:
-            key = _storage_key(t)
-            sid = self._storage_ids.get(key)
-            if sid is None:
-                sid = self._storage_ids[key] = len(self._storage_ids)
-                self._storages.append(t)  # keeps the storage (and its address) alive
-            out.append((sid, t.numel() * t.element_size()))
-        return tuple(out)
-
-    # -- module tracking (global hooks, removed on exit) ---------------------------------------
-    def _pre_hook(self, module: nn.Module, args: Any) -> None:
-        name = self.module_names.get(id(module), type(module).__name__)
-        self.module_stack.append(name)
-        self.module_calls[name] += 1
-
-    def _post_hook(self, module: nn.Module, args: Any, out: Any) -> None:
-        if self.module_stack:
-            self.module_stack.pop()
-
-    @contextlib.contextmanager
-    def module_hooks(self) -> Iterator[None]:
-        pre = nn.modules.module.register_module_forward_pre_hook(self._pre_hook)
-        post = nn.modules.module.register_module_forward_hook(self._post_hook)
-        try:
-            yield
-        finally:
-            pre.remove()
-            post.remove()
-            self.module_stack.clear()
-
-    # -- op recording ------------------------------------------------------------------------------
-    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        op_class = classify(func, args)
-        ins, outs = _tensors((args, kwargs)), _tensors(out)
-        is_view = op_class in ("view", "alloc")
-        bytes_read = 0 if is_view else _nbytes(ins)
-        bytes_written = 0 if is_view else _nbytes(outs)
-        bytes_weights = 0 if is_view else _nbytes([t for t in ins if id(t) in self.weight_ids
-                                                   or _storage_key(t) in self.weight_storages])
-        macs = macs_of(func, args, out) if op_class in MAC_CLASSES else 0
-        if macs:
-            flops = 2 * macs
-        elif is_view:
-            flops = 0
-        else:
-            flops = sum(t.numel() for t in outs)
-        first = outs[0] if outs else (ins[0] if ins else None)
-        dtype = str(first.dtype).replace("torch.", "") if first is not None else "none"
-        self.records.append(OpRecord(
-            index=len(self.records),
-            module_path=self.module_stack[-1] if self.module_stack else "",
-            op=str(func),
-            op_class=op_class,
-            macs=macs,
-            flops=flops,
-            bytes_read=bytes_read,
-            bytes_written=bytes_written,
-            bytes_weights=bytes_weights,
-            input_shapes=tuple(tuple(int(s) for s in t.shape) for t in ins),
-            output_shapes=tuple(tuple(int(s) for s in t.shape) for t in outs),
-            dtype=dtype,
-            is_view=is_view,
-            launches=0 if is_view else 1,
-            variant=variant_of(func, args) if not is_view else "",
-            reads=() if is_view else self._operands(ins),
-            writes=() if is_view else self._operands(outs),
-        ))
-
-
-class _DispatchRecorder(TorchDispatchMode):
-    def __init__(self, rec: Recorder) -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if getattr(func, "namespace", "aten") != "prim":  # prim.device etc. are metadata queries
-            self.rec.record(func, args, kwargs, out)
-        return out
 
 
 def _module_names(model: nn.Module) -> dict[int, str]:
@@ -217,6 +97,9 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
     and its callee is not framework code: the model's helpers and the library functions it calls
     directly. A ``forward`` entered through ``nn.Module.__call__`` (a torch frame) is a module
     call, not counted here; library code that torch's own internals run is not counted either.
+    The recorder switches the counter off while an aten op runs on plain or fake tensors (see
+    ``recorder._DispatchRecorder``): nothing the model wrote runs in there, and counting every
+    call of the fake-tensor machinery would double a segment's tracing time.
     """
     kinds: dict[str, int] = {}
 
@@ -234,9 +117,11 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
 
     previous = sys.getprofile()
     sys.setprofile(profile)
+    rec.py_counter = profile
     try:
         yield
     finally:
+        rec.py_counter = None
         sys.setprofile(previous)
 
 
@@ -251,8 +136,6 @@ def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
 
 def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
                 dtype: torch.dtype | None) -> tuple[Recorder, int]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     real_like = inputs if not callable(inputs) or isinstance(inputs, torch.Tensor) else None
     # Plain tensor attributes (not registered buffers) are converted on the fly.
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -275,10 +158,31 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
             meta_view = resolve_inputs(model, meta_like, batch)
             device = _target_device(_as_inputs(real_like), model)
             resolved = meta_view.map(lambda t: fake_of(t, device))
-        state = {n: fake_of(t, device) for n, t in _named_state(model)}
+        named = _named_state(model)
+        _fake_state(fake_mode, [t for _, t in named], device, dtype, memo)
+        state = {n: fake_of(t, device) for n, t in named}
         rec = Recorder(_module_names(model), {id(t) for t in state.values()}, state.values())
         _run(model, resolved, rec, state)
     return rec, batch_of(resolved)
+
+
+def _fake_state(mode: FakeTensorMode, tensors: list[torch.Tensor], device: torch.device,
+                dtype: torch.dtype | None, memo: dict[int, torch.Tensor]) -> None:
+    """Fakes of ``tensors`` (parameters, buffers) into ``memo``, made as the fake mode's
+    factories make them (a FakeTensor around a meta tensor) without dispatching one factory op
+    per tensor; tensors it cannot make are left to the caller's ``fake_of``."""
+    fresh = {id(t): t for t in tensors if id(t) not in memo}
+    try:
+        with unset_fake_temporarily():
+            metas = {k: _fake_like(t, _META, dtype) for k, t in fresh.items()}
+        for k, t in fresh.items():
+            memo[k] = FakeTensor(mode, metas[k], device).requires_grad_(
+                t.requires_grad and t.is_floating_point())
+    except Exception:  # noqa: BLE001 - a private constructor: the factory path still works
+        pass
+
+
+_META = torch.device("meta")
 
 
 def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS"]
+__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
+           "static_traits"]
 
 OP_CLASSES: tuple[str, ...] = (
     "gemm",  # mm, addmm: work = MACs
@@ -277,3 +278,14 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     if math_op and inplace:
         return "math_inplace"
     return "math" if math_op else ("inplace" if inplace else "")
+
+
+def static_traits(func: Any) -> tuple[str | None, str | None]:
+    """``(classify(func, args), variant_of(func, args))`` where they do not depend on ``args``;
+    None where they do (convolutions: their class depends on the groups, their variant on the
+    backend). A tracer may cache them per op."""
+    name = _packet_name(func)
+    cls = _BY_NAME.get(name) or (_BY_NAME.get(name[:-1]) if name.endswith("_") else None)
+    if cls == "conv" or name == "convolution":
+        return None, None
+    return classify(func, ()), variant_of(func, ())
