@@ -181,5 +181,5 @@ def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float =
 
     def replay() -> object:
         graph.replay()
-        return outs
+        return outs if fn else None  # fn holds what the graph reads (its operands): keep it
     return replay, reps
