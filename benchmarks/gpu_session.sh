@@ -72,8 +72,6 @@ cp $OUT/env.log $OUT/env.txt 2>/dev/null; true" ;;
              --models resnet18@112,bert-mini@64 --batches 1,8 --rounds 3 --out-dir $OUT/smoke" ;;
     calibrate) run_stage calibrate 560 "$PY" -m ftmodel calibrate --device cuda --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out "$PROFILE" ;;
-    validate-eager) run_stage validate-eager 240 "$PY" benchmarks/validate.py --profile "$PROFILE" \
-             --framework eager --models "$MODELS" --batches "$BATCHES" --out-dir "$OUT/results" ;;
     update) cp "${FROM:?FROM=the profile to update}" "$PROFILE" && run_stage update 300 "$PY" -m ftmodel \
              calibrate --device cuda --no-progress --update --frameworks "${UPDATE:-cudagraphs}" \
              --threads 2 --out "$PROFILE" ;;
