@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ftmodel.errors import InvalidArgumentError, ProfileError
-from ftmodel.estimate.cache import cold_fractions
+from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
@@ -123,14 +123,38 @@ def _framework_host(profile: HardwareProfile, host: Any, fw: Framework,
 
 
 def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
-    acc: dict[str, list[float]] = {}
-    for k, o, d in zip(program.kernels, tl.host_s.tolist(), tl.device_s.tolist()):
-        row = acc.setdefault(k.module_path, [0, 0, 0.0, 0.0])
-        row[0] += 1
-        row[1] += k.macs
-        row[2] += o
-        row[3] += d
-    return tuple(LayerCost(p, int(r[0]), int(r[1]), r[2], r[3]) for p, r in acc.items())
+    """Per module path, in order of first appearance: kernels, MACs, and host and device
+    seconds, each summed in kernel order from 0.0 (``0.0 + o_1 + o_2 ...``)."""
+    kernels = program.kernels
+    paths = [k.module_path for k in kernels]
+    host, dev = tl.host_s.tolist(), tl.device_s.tolist()
+    if len(set(paths)) == len(paths):  # one kernel per path (the common case): no sums
+        rows = [(p, 1, k.macs, 0.0 + o, 0.0 + d) for p, k, o, d in zip(paths, kernels, host, dev)]
+    else:
+        acc: dict[str, list[Any]] = {}
+        for p, k, o, d in zip(paths, kernels, host, dev):
+            row = acc.get(p)
+            if row is None:
+                acc[p] = [p, 1, k.macs, 0.0 + o, 0.0 + d]
+            else:
+                row[1] += 1
+                row[2] += k.macs
+                row[3] += o
+                row[4] += d
+        rows = acc.values()  # type: ignore[assignment]
+    if not _PLAIN_LAYER:
+        return tuple(LayerCost(p, int(n), int(macs), o, d) for p, n, macs, o, d in rows)
+    new, set_ = object.__new__, object.__setattr__
+    out = []
+    for p, n, macs, o, d in rows:  # LayerCost(...) without the frozen dataclass's slow __init__
+        layer = new(LayerCost)
+        set_(layer, "__dict__", {"module_path": p, "n_launches": int(n), "macs": int(macs),
+                                 "host_s": o, "device_s": d})
+        out.append(layer)
+    return tuple(out)
+
+
+_PLAIN_LAYER = not hasattr(LayerCost, "__slots__") and not hasattr(LayerCost, "__post_init__")
 
 
 def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
@@ -193,18 +217,20 @@ class Predictor:
         return self.device_model.hot_cold_times_s(kernels, warnings)
 
     def device_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None,
-                       hot_cold: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                       hot_cold: tuple[np.ndarray, np.ndarray] | None = None,
+                       events: OperandEvents | None = None) -> np.ndarray:
         """Device seconds of each kernel of this sequence, before the timeline's in-model terms.
 
         Each kernel's hot and cold times (``hot_cold``, e.g. cached from
         :meth:`hot_cold_times_s`) are blended by the share of its operands that is cold, which
-        depends on the whole sequence (:func:`ftmodel.estimate.cache.cold_fractions`): pass the
-        program's full kernel sequence, not a part of it.
+        depends on the whole sequence (:func:`ftmodel.estimate.cache.cold_fractions`; ``events``:
+        the sequence's :func:`~ftmodel.estimate.cache.operand_events`, if already known): pass
+        the program's full kernel sequence, not a part of it.
         """
         hot, cold = hot_cold if hot_cold is not None else self.hot_cold_times_s(kernels, warnings)
         if not self.device_model.has_cold_data:
             return hot
-        frac = cold_fractions(kernels, self.device_model.cache)
+        frac = cold_fractions(kernels, self.device_model.cache, events)
         return blend_hot_cold(hot, cold, frac)
 
     def timeline(self, program: Program, warnings: list[str],

@@ -17,8 +17,9 @@ What is cached
   opened recursively), each block once per structure key and input shape/stride/dtype/device
   (see :mod:`ftmodel.structure`), and the model's Trace is assembled from the pieces; it equals
   the Trace of the whole model. Other models are traced whole. For eager, whose lowering is one
-  kernel per launching record, each block's kernels are cached too and the Program is assembled
-  from them directly (no Trace is built).
+  kernel per launching record, each block's kernels are cached too, per path, with their
+  storage ids relocated for the last 16 distinct places in a program they were put at, and the
+  Program is assembled from them directly (no Trace is built).
 * **Programs, per candidate** (an LRU of ``max_programs``): the lowered Program per (structure
   of the whole model, input shapes, batch). Frameworks that lower from the trace assemble a
   new candidate's Program again (cheap: eager from its blocks' cached kernels, cudagraphs by
@@ -29,10 +30,13 @@ What is cached
   its ends; Conv+Add+activation fusion crosses the residual), so block-level artifacts would
   count launches the whole-model artifact does not have. A candidate built on the meta device
   is given real weights (its initialisers, on a copy) for those frameworks.
-* **Device times, per kernel**: :meth:`Predictor.hot_cold_times_s` is a pure function of each
-  kernel (module path and operand ids aside) and is memoised; what depends on the whole
-  sequence (cache residency, the timeline, the in-model terms) is recomputed for every
-  candidate by the Predictor itself, so predictions follow any change to it.
+* **Device times, per kernel and per block** (:class:`~ftmodel.device_cache.DeviceCache`):
+  :meth:`Predictor.hot_cold_times_s` is a pure function of each kernel (module path and operand
+  ids aside) and is memoised; for eager, each block's (hot, cold) arrays and operand events
+  (what the cache-residency model simulates) are kept too and a candidate's are concatenated.
+  What depends on the whole sequence (cache residency, the timeline, the in-model terms) is
+  recomputed for every candidate by the Predictor itself, so predictions follow any change to
+  it.
 
 What invalidates the cache
 --------------------------
@@ -58,8 +62,7 @@ import gc
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,19 +70,15 @@ import torch
 from torch import nn
 
 from ftmodel.api import DTYPES, Prediction, Predictor
+from ftmodel.device_cache import DeviceCache
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.frameworks.base import Program
 from ftmodel.structure import Plan, input_meta, plan_of
-from ftmodel.trace_cache import TraceCache
+from ftmodel.trace_cache import Part, TraceCache
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
 __all__ = ["CacheInfo", "CostOracle", "Failure", "OracleResult"]
-
-_KERNEL_WORK = attrgetter(*(f.name for f in fields(Kernel)
-                            if f.name not in ("module_path", "reads", "writes")))
-_HAS_OPERANDS = {"reads", "writes"} <= {f.name for f in fields(Kernel)}
-
 
 @dataclass(frozen=True)
 class Failure:
@@ -149,9 +148,11 @@ class CostOracle:
         if max_programs < 0:
             raise InvalidArgumentError(f"max_programs must be >= 0, got {max_programs!r}")
         self.max_programs = int(max_programs)
-        self._programs: OrderedDict[Hashable, Program] = OrderedDict()
+        # per candidate: the Program and, for eager, the segments its kernels come from
+        self._programs: OrderedDict[Hashable, tuple[Program, tuple[Part, ...] | None]] = (
+            OrderedDict())
         self._program_hits = self._program_misses = 0
-        self._device: dict[Hashable, tuple[float, float, tuple[str, ...]]] = {}
+        self._device = DeviceCache(self.predictor)
         self._uncacheable: dict[str, None] = {}
         fw = self.predictor.framework
         # eager's lowering is one kernel per launching record: assembled from cached segments
@@ -238,16 +239,17 @@ class CostOracle:
         xover: float | None = None
         warn_x: list[str] = []
         if self.crossover:
-            xover = pred.crossover(self._program(model, plan, inputs, 2),
-                                   self._program(model, plan, inputs, 3), warn_x)
+            xover = pred.crossover(self._program(model, plan, inputs, 2)[0],
+                                   self._program(model, plan, inputs, 3)[0], warn_x)
         out = []
         for b in batches:
-            program = self._program(model, plan, inputs, b)
-            out.append(pred.prediction(program, b, xover, warn_x, self._device_s(program)))
+            program, parts = self._program(model, plan, inputs, b)
+            out.append(pred.prediction(program, b, xover, warn_x,
+                                       self._device.device_s(program, parts)))
         return out
 
     def _program(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int
-                 ) -> Program:
+                 ) -> tuple[Program, tuple[Part, ...] | None]:
         dtype = DTYPES[self.predictor.dtype]
         resolved, metas = input_meta(model, inputs, batch, dtype, plan.device)
         key = None if plan.key is None else (plan.key, metas, batch)
@@ -261,9 +263,11 @@ class CostOracle:
         tr: Trace | None = None
         if plan.chain and len(resolved.args) == 1 and not resolved.kwargs and metas:
             if self._eager:  # eager's kernels straight from the cached segments
-                eager_program = self.traces.assemble_eager(plan, metas[0], dtype)
-                if eager_program is not None:
-                    return self._keep(key, self.predictor.with_helpers(eager_program))
+                got = self.traces.assemble_eager_parts(plan, metas[0], dtype)
+                if got is not None:
+                    program = self.predictor.with_helpers(got[0])
+                    # helper kernels (GPU profiles) change the sequence: no parts then
+                    return self._keep(key, program, got[1] if program is got[0] else None)
             tr = self.traces.assemble(model, plan, metas[0], dtype)
         if tr is None:
             tr = self.predictor.trace(model, inputs, batch)
@@ -271,37 +275,14 @@ class CostOracle:
             model, inputs = _materialized(model), _real_inputs(inputs)
         return self._keep(key, self.predictor.lower(model, inputs, batch, tr))
 
-    def _keep(self, key: Hashable | None, program: Program) -> Program:
+    def _keep(self, key: Hashable | None, program: Program,
+              parts: tuple[Part, ...] | None = None
+              ) -> tuple[Program, tuple[Part, ...] | None]:
         if key is not None:
-            self._programs[key] = program
+            self._programs[key] = (program, parts)
             while len(self._programs) > self.max_programs:
                 self._programs.popitem(last=False)
-        return program
-
-    def _device_s(self, program: Program) -> np.ndarray | None:
-        """Device seconds of the program's kernels from memoised per-kernel (hot, cold) times;
-        None when a kernel's pricing warns (the Predictor then prices it, warnings and all)."""
-        kernels = program.kernels
-        memo = self._device
-        keys = [_kernel_key(k) for k in kernels]
-        missing = [i for i, k in enumerate(keys) if k not in memo]
-        if missing:
-            new = [kernels[i] for i in dict.fromkeys(missing)]
-            warns: list[str] = []
-            hot, cold = self.predictor.hot_cold_times_s(new, warns)
-            for j, k in enumerate(new):
-                w: tuple[str, ...] = ()
-                if warns:  # attribute the warnings to the kernels that raise them
-                    one: list[str] = []
-                    self.predictor.hot_cold_times_s([k], one)
-                    w = tuple(one)
-                memo[_kernel_key(k)] = (float(hot[j]), float(cold[j]), w)
-        rows = [memo[k] for k in keys]
-        if any(r[2] for r in rows):
-            return None
-        hot_cold = (np.array([r[0] for r in rows], dtype=np.float64),
-                    np.array([r[1] for r in rows], dtype=np.float64))
-        return self.predictor.device_times_s(kernels, [], hot_cold=hot_cold)
+        return program, parts
 
 
 @contextlib.contextmanager
@@ -335,12 +316,6 @@ def _paused(items: Iterable[Any], was: bool) -> Iterator[Any]:
 
 
 _END = object()
-
-
-def _kernel_key(k: Kernel) -> Hashable:
-    if _HAS_OPERANDS:
-        return (_KERNEL_WORK(k), tuple(n for _, n in k.reads), tuple(n for _, n in k.writes))
-    return _KERNEL_WORK(k)
 
 
 def _materialized(model: nn.Module) -> nn.Module:

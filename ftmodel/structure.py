@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import types
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class _Walk:
     """What a key walk collects besides the key: ids of modules and tensors (to detect sharing
     between segments) and the device of the first parameter not on the meta device."""
 
-    __slots__ = ("canon", "device", "ids")
+    __slots__ = ("base", "device", "ids", "intern")
 
     def __init__(self, intern: dict[Hashable, int] | None = None) -> None:
         self.ids: set[int] = set()
@@ -93,10 +93,12 @@ class _Walk:
         # with ``intern``, equal keys become one small int (their number in ``intern``), so a
         # parent's key holds its children's numbers: hashing and comparing it never walks
         # into the children again
-        base = getattr(intern, "base", 0)  # numbers handed out before the table was cleared
-        self.canon: Callable[[Hashable], Hashable] = (
-            (lambda k: k) if intern is None else
-            (lambda k: intern.setdefault(k, base + len(intern))))
+        self.intern = intern
+        self.base = getattr(intern, "base", 0)  # numbers handed out before a clear
+
+    def canon(self, key: Hashable) -> Hashable:
+        intern = self.intern
+        return key if intern is None else intern.setdefault(key, self.base + len(intern))
 
 
 _OWN_ATTRS: dict[type, tuple[int, tuple[str, ...]]] = {}  # class -> (len(__dict__), names)
@@ -124,25 +126,30 @@ def _own_key(module: nn.Module, walk: _Walk) -> Hashable:
         names = tuple(k for k in d if k not in _BASE_ATTRS)
         _OWN_ATTRS[cls] = (len(d), names)
         values = tuple(map(d.__getitem__, names))
-    kinds = set(map(type, values))
-    if not kinds <= _EXACT:  # tuples are exact only if their items are
-        values = tuple(_value_key(v, k) for k, v in zip(names, values))
-    key: list[Any] = [cls, names, values]
+    for v in values:
+        if type(v) not in _EXACT:  # tuples are exact only if their items are
+            values = tuple([v if type(v) in _EXACT else _value_key(v, k)
+                            for k, v in zip(names, values)])
+            break
     ids = walk.ids
     ids.add(id(module))
+    key: list[Any] = [cls, names, values, None]  # None separates attributes, params, buffers
     params = d["_parameters"]
-    for group in (params, d["_buffers"]):
-        key.append(None)  # separates attributes, parameters and buffers
-        for k, t in group.items():
-            key.append(k)
-            if t is None:
-                key.append(None)
-                continue
-            key.append(t.shape)
-            key.append(t.dtype)
-            ids.add(id(t))
-            if walk.device is None and group is params and not t.is_meta:
-                walk.device = t.device
+    for k, t in params.items():
+        if t is None:
+            key += (k, None)
+            continue
+        key += (k, t.shape, t.dtype)
+        ids.add(id(t))
+        if walk.device is None and not t.is_meta:
+            walk.device = t.device
+    key.append(None)
+    for k, t in d["_buffers"].items():
+        if t is None:
+            key += (k, None)
+            continue
+        key += (k, t.shape, t.dtype)
+        ids.add(id(t))
     return walk.canon(tuple(key))
 
 
@@ -151,6 +158,8 @@ def _key(module: nn.Module, walk: _Walk, root: bool = False) -> Hashable:
         own = _own_key(module, walk)
     except Uncacheable as err:
         raise _NoKey(str(err), []) from None
+    if not module._modules and not root:
+        return own  # a leaf: its own key (never equal to a node's, a pair)
     children: list[Any] = []
     for k, c in module._modules.items():
         children.append(k)

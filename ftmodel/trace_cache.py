@@ -16,15 +16,19 @@ between segments, or contain a segment that could not be traced on fake tensors 
 whole.
 
 For eager, whose lowering is one kernel per launching record, :meth:`TraceCache.assemble_eager`
-builds the Program from each segment's kernels the same way, without a Trace.
+builds the Program from each segment's kernels the same way, without a Trace. A segment's
+kernels are cached per path (:class:`_PlacedKernels`), and so are the kernel tuples relocated
+to the last :data:`MAX_PLACEMENTS` distinct storage-id offsets the segment was placed at (one
+segment keeps its offset across candidates that differ only after it); Kernels are immutable,
+so programs share them. Everything is dropped by :meth:`TraceCache.clear`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable
-from dataclasses import fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -35,7 +39,7 @@ from ftmodel.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, Tensor
 from ftmodel.structure import KeyNumbers, Plan
 from ftmodel.tracing.records import OpRecord, Trace
 
-__all__ = ["TraceCache"]
+__all__ = ["Part", "TraceCache"]
 
 _OPERANDS = ("reads", "writes")  # storage-id fields of records and kernels
 if tuple(f.name for f in fields(OpRecord))[:2] != ("index", "module_path") or not (
@@ -81,23 +85,28 @@ class TraceCache:
         return seg
 
     def _walk(self, plan: Plan, first: TensorMeta, dtype: torch.dtype,
-              place: Callable[[SegmentTrace, str], Any], emit: Callable[[Any, list[int] | None],
-                                                                         None]
-              ) -> tuple[dict[str, int], dict[str, int]] | None:
-        """Walk the plan's segments in call order: ``emit(placed, gmap)`` each segment's
-        ``place(seg, path)`` (cached per segment and path) with its local storage ids mapped to
-        global ones (None: unchanged). Returns (module calls, counters), or None if the trace
+              place: Callable[[SegmentTrace, str], Any],
+              emit: Callable[[SegmentTrace, Any, int, int | None], None],
+              calls: dict[str, int] | None = None) -> tuple[int, dict[str, int]] | None:
+        """Walk the plan's segments in call order: ``emit(seg, placed, base, in_global)`` each
+        segment with its ``place(seg, path)`` (cached per segment and path) and how its local
+        storage ids map to global ones (:func:`_gmap`). Module calls are summed per path into
+        ``calls`` when given. Returns (number of module calls, counters), or None if the trace
         cannot be assembled."""
-        calls: dict[str, int] = {"": 1}
+        n_calls = 1
+        if calls is not None:
+            calls[""] = 1
         meta = first
         counters = dict.fromkeys(_COUNTERS, 0)
-        g_in: int | None = None  # global storage id of the current segment's input
+        g_in: int | None = None  # global storage id of the current segment's input, if known
         n_sids = 0  # global storage ids handed out so far
         keys = iter(plan.keys)
         cache = self._placed
         for path, mod in plan.steps:
             if mod is None:
-                calls[path] = calls.get(path, 0) + 1
+                n_calls += 1
+                if calls is not None:
+                    calls[path] = calls.get(path, 0) + 1
                 continue
             if meta.dtype.is_floating_point and meta.dtype != dtype:
                 return None  # the tracer would cast this segment's input: not the same trace
@@ -106,41 +115,48 @@ class TraceCache:
             if not seg.relocatable or seg.out is None:
                 return None
             for rel, count in seg.module_calls:
-                full = f"{path}.{rel}" if rel else path
-                calls[full] = calls.get(full, 0) + count
+                n_calls += count
+                if calls is not None:
+                    full = f"{path}.{rel}" if rel else path
+                    calls[full] = calls.get(full, 0) + count
             for name, count in seg.counters:
                 counters[name] += count
             # local storage ids -> global: the input keeps its global id, the others are new,
             # in order of first appearance (the order the whole trace would number them in)
-            gmap = list(range(n_sids, n_sids + seg.n_sids))
-            if g_in is not None and seg.in_sid is not None:
-                gmap[seg.in_sid + 1:] = gmap[seg.in_sid:-1]
-                gmap[seg.in_sid] = g_in
-                n_sids -= 1
+            in_global = g_in if seg.in_sid is not None else None
             ck = (id(seg), path, place)
             placed = cache.get(ck) if key is not None else None
             if placed is None:
                 placed = place(seg, path)
                 if key is not None:
                     cache[ck] = placed
-            emit(placed, gmap if n_sids else None)
-            n_sids += seg.n_sids
-            g_in = g_in if seg.out_is_in else (None if seg.out_sid is None else
-                                               gmap[seg.out_sid])
+            emit(seg, placed, n_sids, in_global)
+            if seg.out_is_in:  # the output is the input: its id, now known if it was used
+                if g_in is None and seg.in_sid is not None:
+                    g_in = _global_sid(seg, seg.in_sid, n_sids, in_global)
+            else:
+                g_in = (None if seg.out_sid is None else
+                        _global_sid(seg, seg.out_sid, n_sids, in_global))
+            n_sids += seg.n_sids - (in_global is not None)
             meta = seg.out
-        return calls, counters
+        return n_calls, counters
 
     def assemble(self, model: nn.Module, plan: Plan, first: TensorMeta, dtype: torch.dtype
                  ) -> Trace | None:
         """The whole model's Trace from segment traces, or None if it cannot be assembled."""
         records: list[OpRecord] = []
-        walked = self._walk(plan, first, dtype, _placed,
-                            lambda placed, gmap: _relocate_as(OpRecord, records, placed, gmap))
+        calls: dict[str, int] = {}
+
+        def emit(seg: SegmentTrace, placed: list[dict[str, Any]], base: int,
+                 in_global: int | None) -> None:
+            _relocate_as(OpRecord, records, placed, _gmap(seg, base, in_global))
+
+        walked = self._walk(plan, first, dtype, _placed, emit, calls)
         if walked is None:
             return None
-        calls, counters = walked
+        n_calls, counters = walked
         batch = first.shape[0] if first.shape else 1
-        return Trace(records=tuple(records), n_module_calls=sum(calls.values()),
+        return Trace(records=tuple(records), n_module_calls=n_calls,
                      module_calls=calls, batch=batch, fake=True, warnings=(),
                      meta={"model": type(model).__name__}, **counters)
 
@@ -149,27 +165,78 @@ class TraceCache:
         """``eager.lower(self.assemble(...))`` without building the Trace: each segment's
         kernels (one per launching record) are cached and relocated like its records; None if
         the trace cannot be assembled."""
+        got = self.assemble_eager_parts(plan, first, dtype)
+        return None if got is None else got[0]
+
+    def assemble_eager_parts(self, plan: Plan, first: TensorMeta, dtype: torch.dtype
+                             ) -> tuple[Program, tuple[Part, ...]] | None:
+        """:meth:`assemble_eager` and the segments its kernels come from, in order."""
         kernels: list[Kernel] = []
+        parts: list[Part] = []
         n_view = n_alloc = 0
 
-        def emit(placed: tuple[list[dict[str, Any]], int, int], gmap: list[int] | None
+        def emit(seg: SegmentTrace, placed: _PlacedKernels, base: int, in_global: int | None
                  ) -> None:
             nonlocal n_view, n_alloc
-            _relocate_as(Kernel, kernels, placed[0], gmap)
-            n_view += placed[1]
-            n_alloc += placed[2]
+            gmap = _gmap(seg, base, in_global) if base or in_global is not None else None
+            ks = placed.local if gmap is None else placed.relocated.get((base, in_global))
+            if ks is None:
+                ks = _kernels_of(placed.templates, gmap)
+                if len(placed.relocated) >= MAX_PLACEMENTS:
+                    del placed.relocated[next(iter(placed.relocated))]  # the oldest
+                placed.relocated[(base, in_global)] = ks
+            kernels.extend(ks)
+            names.extend(placed.events)
+            parts.append(Part(seg, placed.local, base, in_global))
+            n_view += placed.n_view
+            n_alloc += placed.n_alloc
 
+        names: list[str] = []
         walked = self._walk(plan, first, dtype, _placed_kernels, emit)
         if walked is None:
             return None
-        calls, counters = walked
+        n_calls, counters = walked
         ks = tuple(kernels)
-        events: Counter[str] = kernel_events(ks)  # as eager.lower builds them, in its order
-        events["module_call"] = sum(calls.values())
+        events = Counter(names)  # kernel_events(ks), as eager.lower builds them, in its order
+        events["module_call"] = n_calls
         events["py_call"] = counters["n_py_calls"]
         events["view"] = n_view
         events["alloc"] = n_alloc
-        return Program("eager", ks, dict(events), first.shape[0] if first.shape else 1, ())
+        program = Program("eager", ks, dict(events), first.shape[0] if first.shape else 1, ())
+        return program, tuple(parts)
+
+
+# relocated kernel tuples kept per placed segment (one per distinct storage-id offset)
+MAX_PLACEMENTS = 16
+
+
+class Part(NamedTuple):
+    """One segment of an assembled eager Program: its trace, its kernels with the segment's own
+    storage ids (``local``; the program's are mapped by :func:`_gmap` of ``base`` and
+    ``in_global``)."""
+
+    seg: SegmentTrace
+    local: tuple[Kernel, ...]
+    base: int  # global storage ids handed out before the segment
+    in_global: int | None  # the global id its input storage keeps (None: numbered as new)
+
+
+def _global_sid(seg: SegmentTrace, sid: int, base: int, in_global: int | None) -> int:
+    """The global storage id of ``seg``'s local ``sid`` (see :func:`_gmap`)."""
+    if in_global is None:
+        return base + sid
+    in_sid = seg.in_sid
+    assert in_sid is not None  # in_global is given only for a segment that reads its input
+    return in_global if sid == in_sid else base + sid - (sid > in_sid)
+
+
+def _gmap(seg: SegmentTrace, base: int, in_global: int | None) -> list[int] | None:
+    """Local storage id -> global one for ``seg`` placed after ``base`` global ids (None: the
+    identity): the input storage (``seg.in_sid``) keeps ``in_global`` when given, the others
+    are numbered from ``base`` on, in order."""
+    if in_global is None and base == 0:
+        return None
+    return [_global_sid(seg, sid, base, in_global) for sid in range(seg.n_sids)]
 
 
 def _placed(seg: SegmentTrace, path: str) -> list[dict[str, Any]]:
@@ -186,10 +253,25 @@ _PLAIN = {c: not hasattr(c, "__post_init__") and not hasattr(c, "__slots__")
           for c in (OpRecord, Kernel)}
 
 
-def _placed_kernels(seg: SegmentTrace, path: str) -> tuple[list[dict[str, Any]], int, int]:
-    """``seg``'s eager kernels as field dicts with module paths under ``path`` (exactly the
-    Kernels :func:`ftmodel.frameworks.eager.lower` makes of its records), and its numbers of
-    view and alloc records."""
+@dataclass
+class _PlacedKernels:
+    """A segment's eager kernels at one path: field dicts (``templates``, exactly the Kernels
+    :func:`ftmodel.frameworks.eager.lower` makes of its records), the Kernels with the
+    segment's own storage ids (``local``) and their host events (``kernel:<class>``, grouped by
+    class in order of first appearance, which a Counter of the whole program's keeps), its
+    numbers of view and alloc records, and the kernel tuples already relocated, by (base,
+    in_global)."""
+
+    templates: list[dict[str, Any]]
+    local: tuple[Kernel, ...]
+    events: list[str]
+    n_view: int
+    n_alloc: int
+    relocated: dict[tuple[int, int | None], tuple[Kernel, ...]] = field(default_factory=dict)
+
+
+def _placed_kernels(seg: SegmentTrace, path: str) -> _PlacedKernels:
+    """``seg``'s eager kernels with module paths under ``path`` (see :class:`_PlacedKernels`)."""
     at = {f: i for i, f in enumerate(_RECORD_REST)}
     out, n_view, n_alloc = [], 0, 0
     for rel, rest in seg.records:
@@ -205,7 +287,15 @@ def _placed_kernels(seg: SegmentTrace, path: str) -> tuple[list[dict[str, Any]],
                     "members": (rest[at["op"]],), "dtype": rest[at["dtype"]],
                     "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
                     "reads": rest[at["reads"]], "writes": rest[at["writes"]]})
-    return out, n_view, n_alloc
+    local = _kernels_of(out, None)
+    return _PlacedKernels(out, local, list(kernel_events(local).elements()), n_view, n_alloc)
+
+
+def _kernels_of(templates: list[dict[str, Any]], gmap: list[int] | None
+                ) -> tuple[Kernel, ...]:
+    out: list[Kernel] = []
+    _relocate_as(Kernel, out, templates, gmap)
+    return tuple(out)
 
 
 def _relocate_as(cls: type, out: list[Any], placed: list[dict[str, Any]],

@@ -83,6 +83,31 @@ def test_layers_sum_to_totals(pred: Prediction, tiny_profile: HardwareProfile) -
     assert [lc.macs for lc in layers] == [IN * HID, 0, HID * OUT]
 
 
+class _TwoOps(nn.Module):
+    """Two kernels at one module path: y = relu(x) + x."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + x
+
+
+def test_layers_sum_a_paths_kernels_in_order(tiny_profile: HardwareProfile) -> None:
+    """Each layer's seconds are ``0.0 + o_1 + o_2 ...`` in kernel order, whether its path has
+    one kernel or several (the breakdown must equal the plain loop's to the bit)."""
+    model = nn.Sequential(nn.Linear(IN, HID), _TwoOps(), nn.Linear(HID, OUT)).eval()
+    got = predict_latency(model, "eager", tiny_profile, 2, inputs=torch.randn(1, IN))
+    from ftmodel.api import Predictor
+    pred = Predictor("eager", tiny_profile)
+    program = pred.lower(model, torch.randn(2, IN), 2, pred.trace(model, torch.randn(2, IN), 2))
+    tl = pred.timeline(program, [])
+    want: dict[str, list[Any]] = {}
+    for k, o, d in zip(program.kernels, tl.host_s.tolist(), tl.device_s.tolist()):
+        row = want.setdefault(k.module_path, [0, 0, 0.0, 0.0])
+        row[0], row[1], row[2], row[3] = row[0] + 1, row[1] + k.macs, row[2] + o, row[3] + d
+    assert [(lc.module_path, lc.n_launches, lc.macs, lc.host_s, lc.device_s)
+            for lc in got.layers] == [(p, *r) for p, r in want.items()]
+    assert [lc.n_launches for lc in got.layers] == [1, 2, 1]
+
+
 def test_no_warnings_with_complete_profile(pred: Prediction) -> None:
     assert pred.warnings == ()
 

@@ -75,6 +75,47 @@ def test_assembled_trace_equals_whole_trace() -> None:
             assert got == trace(model, SPACE.input_spec(), batch, dtype=torch.float32)
 
 
+def test_assembly_keeps_the_storage_of_an_in_place_first_segment(
+        tiny_profile: HardwareProfile) -> None:
+    """A first segment that works in place hands its input storage on: the next segment reads
+    the same storage id (before, it was numbered as a new one, so the cache model saw a cold
+    tensor where the whole trace has a warm one)."""
+    x = torch.randn(2, 8)
+    for model in (nn.Sequential(nn.ReLU(inplace=True), nn.Linear(8, 4)),
+                  nn.Sequential(nn.ReLU(inplace=True), nn.ReLU(inplace=True), nn.Linear(8, 4)),
+                  nn.Sequential(nn.Identity(), nn.ReLU(inplace=True), nn.Linear(8, 4))):
+        cache = TraceCache()
+        plan = plan_of(model, cache.intern)
+        _, metas = input_meta(model, x, 2, torch.float32, plan.device)
+        assert cache.assemble(model, plan, metas[0], torch.float32) == trace(
+            model, x, 2, dtype=torch.float32)
+        assert cache.assemble_eager(plan, metas[0], torch.float32) == eager.lower(
+            trace(model, x, 2, dtype=torch.float32))
+        got = CostOracle("eager", tiny_profile, trace_cache=cache).latency(model, 2, x)
+        assert got.latency_s == predict_latency(model, "eager", tiny_profile, 2,
+                                                inputs=x).latency_s
+
+
+def test_program_events_equal_the_assembled_programs() -> None:
+    """The oracle's operand events, mapped from each segment's own, equal those of the
+    assembled program's kernels (storage ids, sizes, reads, owners), fresh and cached."""
+    from ftmodel.device_cache import program_events
+    from ftmodel.estimate.cache import operand_events
+    cache = TraceCache()
+    for cfg in _candidates(3, seed=6) * 2:
+        model = SPACE.build(cfg, device="meta")
+        plan = plan_of(model, cache.intern)
+        for batch in (1, 2):
+            _, metas = input_meta(model, SPACE.input_spec(), batch, torch.float32, plan.device)
+            got = cache.assemble_eager_parts(plan, metas[0], torch.float32)
+            assert got is not None
+            program, parts = got
+            mapped = program_events(parts, [operand_events(p.local) for p in parts])
+            want = operand_events(program.kernels)
+            for a, b in zip(mapped, want):
+                assert a.dtype == b.dtype and a.tolist() == b.tolist()
+
+
 def test_assembled_eager_program_equals_lowered_trace() -> None:
     """Kernels (fields, order, relocated storage ids), host events and their order match
     eager.lower of the whole trace, on fresh segments and on cached ones."""

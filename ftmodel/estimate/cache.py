@@ -38,12 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ftmodel.frameworks.base import Kernel
 
-__all__ = ["CacheModel", "cold_fractions", "cold_fractions_reference"]
+__all__ = ["CacheModel", "OperandEvents", "cold_fractions", "cold_fractions_reference",
+           "operand_events"]
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,21 @@ class CacheModel:
                              0.0), 1.0))
 
 
-def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None) -> np.ndarray:
-    """Per kernel, the effective cold share of what it reads (0 = all from cache).
+class OperandEvents(NamedTuple):
+    """The operand events of a kernel sequence, in order (what :func:`cold_fractions`
+    simulates): per event its storage id (``-1 - i`` for kernel ``i`` when it carries no
+    operand identities: one anonymous block of its traffic), bytes, whether it is a read and
+    its kernel's index; and the indices of the kernels without identities."""
 
-    Vectorised over the operand events of two passes (a NAS oracle calls this once per
-    candidate); :func:`cold_fractions_reference` is the same simulation as a plain loop."""
-    n = len(kernels)
-    out = np.zeros(n)
-    if n == 0 or cache is None:
-        return out
+    sids: np.ndarray  # (m,) int64
+    sizes: np.ndarray  # (m,) float64
+    is_read: np.ndarray  # (m,) bool
+    owner: np.ndarray  # (m,) int64
+    fallback: np.ndarray  # (f,) int64
+
+
+def operand_events(kernels: Sequence[Kernel]) -> OperandEvents:
+    """The :class:`OperandEvents` of ``kernels``."""
     sids: list[int] = []
     sizes: list[float] = []
     is_read: list[bool] = []
@@ -107,9 +115,27 @@ def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None) -> np.nd
             sizes.append(float(size))
             is_read.append(False)
             owner.append(i)
-    m = len(sids)
-    size = np.tile(np.asarray(sizes), 2)  # the first pass only sets up the steady state
-    sid = np.tile(np.asarray(sids, dtype=np.int64), 2)
+    return OperandEvents(np.asarray(sids, dtype=np.int64), np.asarray(sizes, dtype=np.float64),
+                         np.asarray(is_read, dtype=bool), np.asarray(owner, dtype=np.int64),
+                         np.asarray(fallback, dtype=np.int64))
+
+
+def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None,
+                   events: OperandEvents | None = None) -> np.ndarray:
+    """Per kernel, the effective cold share of what it reads (0 = all from cache).
+
+    Vectorised over the operand events of two passes (a NAS oracle calls this once per
+    candidate); :func:`cold_fractions_reference` is the same simulation as a plain loop.
+    ``events``: :func:`operand_events` of ``kernels``, if already known (the result is the
+    same either way)."""
+    n = len(kernels)
+    out = np.zeros(n)
+    if n == 0 or cache is None:
+        return out
+    ev = operand_events(kernels) if events is None else events
+    m = len(ev.sids)
+    size = np.tile(ev.sizes, 2)  # the first pass only sets up the steady state
+    sid = np.tile(ev.sids, 2)
     after = np.cumsum(size)  # operand bytes touched once each event is done
     pass_bytes = float(after[m - 1])
     # the previous touch of the same storage, by a stable sort on (storage, position)
@@ -121,15 +147,15 @@ def cold_fractions(kernels: Sequence[Kernel], cache: CacheModel | None) -> np.nd
     p2 = prev[second]
     before = after[second] - size[second]
     distance = np.where(p2 >= 0, before - after[np.maximum(p2, 0)], pass_bytes)
-    reads = np.asarray(is_read)
+    reads = ev.is_read
     span = cache.hi_bytes - cache.lo_bytes
     share = np.clip((distance + size[second] - cache.lo_bytes) / span, 0.0, 1.0)
-    own = np.asarray(owner)
+    own = ev.owner
     read_bytes = np.bincount(own[reads], weights=size[second][reads], minlength=n)
     cold_bytes = np.bincount(own[reads], weights=(size[second] * share)[reads], minlength=n)
     has = read_bytes > 0
     out[has] = cache.stream_share * cold_bytes[has] / read_bytes[has]
-    for i in fallback:
+    for i in ev.fallback.tolist():
         out[i] = _fallback_share(kernels[i], pass_bytes, cache)
     return out
 

@@ -48,7 +48,9 @@ def host_costs_s(program: Program, host: FrameworkHost, warnings: list[str]) -> 
     if missing:
         warnings.append(f"host profile prices no {', '.join(missing)} events; counted as free")
     default_kernel = per.get("kernel:elementwise", 0.0)
-    own = np.array([per.get(f"kernel:{k.op_class}", default_kernel) for k in program.kernels])
+    cost = {c: per.get(f"kernel:{c}", default_kernel)
+            for c in {k.op_class for k in program.kernels}}
+    own = np.array([cost[k.op_class] for k in program.kernels])
     shared = sum(c * per.get(e, 0.0) for e, c in program.host_events.items()
                  if not e.startswith("kernel:"))
     if n == 0:

@@ -1,0 +1,154 @@
+"""Device times of a program's kernels from memoised per-kernel and per-segment pieces.
+
+Used by :class:`ftmodel.oracle.CostOracle`; see its module docstring for what invalidates the
+cache.
+
+What is memoised
+----------------
+* **Per kernel**: :meth:`~ftmodel.api.Predictor.hot_cold_times_s`, a pure function of each
+  kernel's work (module path and operand storage ids aside), with the warnings pricing it
+  raises.
+* **Per segment** (a :class:`~ftmodel.segment_trace.SegmentTrace` of an eager program assembled
+  by :meth:`ftmodel.trace_cache.TraceCache.assemble_eager_parts`): its kernels' (hot, cold)
+  arrays, read from the per-kernel memo, and its :func:`~ftmodel.estimate.cache.operand_events`
+  with the segment's own storage ids.
+
+A candidate's arrays are the concatenation of its segments' in order, the operand events'
+storage ids mapped to the program's the way the assembly maps its kernels' (tested equal to
+``operand_events`` of the program); what depends on the whole sequence (the cold fractions, the
+blend, the timeline) is computed by the Predictor for every candidate, from the same numbers it
+would compute itself, so the result is the same to the bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, fields
+from operator import attrgetter
+
+import numpy as np
+
+from ftmodel.api import Predictor
+from ftmodel.estimate.cache import OperandEvents, operand_events
+from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.segment_trace import SegmentTrace
+from ftmodel.trace_cache import Part
+
+__all__ = ["DeviceCache", "program_events"]
+
+_KERNEL_WORK = attrgetter(*(f.name for f in fields(Kernel)
+                            if f.name not in ("module_path", "reads", "writes")))
+_HAS_OPERANDS = {"reads", "writes"} <= {f.name for f in fields(Kernel)}
+_NO_INPUT = np.iinfo(np.int64).max  # a local storage id no event has
+
+
+def _kernel_key(k: Kernel) -> Hashable:
+    if _HAS_OPERANDS:
+        return (_KERNEL_WORK(k), tuple(n for _, n in k.reads), tuple(n for _, n in k.writes))
+    return _KERNEL_WORK(k)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """A segment's memoised pieces (``seg`` keeps its id from being reused)."""
+
+    seg: SegmentTrace
+    hot: np.ndarray
+    cold: np.ndarray
+    warns: bool  # some kernel's pricing warns
+    events: OperandEvents  # with the segment's own storage ids and kernel indices
+
+
+class DeviceCache:
+    """Memoised device times for one Predictor (see the module docstring)."""
+
+    def __init__(self, predictor: Predictor) -> None:
+        self.predictor = predictor
+        self._kernels: dict[Hashable, tuple[float, float, tuple[str, ...]]] = {}
+        self._segments: dict[int, _Segment] = {}  # id(seg) -> pieces
+
+    def __len__(self) -> int:
+        """Kernels with memoised device times."""
+        return len(self._kernels)
+
+    def clear(self) -> None:
+        self._kernels.clear()
+        self._segments.clear()
+
+    def device_s(self, program: Program, parts: Sequence[Part] | None = None
+                 ) -> np.ndarray | None:
+        """:meth:`Predictor.device_times_s` of the program's kernels, from memoised pieces
+        (``parts``: the segments the kernels come from, in order, if known); None when some
+        kernel's pricing warns (the Predictor then prices it, warnings and all)."""
+        if not parts:
+            rows = self._rows(program.kernels)
+            if any(r[2] for r in rows):
+                return None
+            hot_cold = (np.array([r[0] for r in rows], dtype=np.float64),
+                        np.array([r[1] for r in rows], dtype=np.float64))
+            return self.predictor.device_times_s(program.kernels, [], hot_cold=hot_cold)
+        segs = [self._segment(p) for p in parts]
+        if any(s.warns for s in segs):
+            return None
+        hot_cold = (np.concatenate([s.hot for s in segs]),
+                    np.concatenate([s.cold for s in segs]))
+        events = (program_events(parts, [s.events for s in segs])
+                  if self.predictor.device_model.has_cold_data else None)
+        return self.predictor.device_times_s(program.kernels, [], hot_cold=hot_cold,
+                                             events=events)
+
+    def _rows(self, kernels: Sequence[Kernel]) -> list[tuple[float, float, tuple[str, ...]]]:
+        """Each kernel's memoised (hot, cold, warnings), pricing the ones not seen yet."""
+        memo = self._kernels
+        keys = [_kernel_key(k) for k in kernels]
+        missing = [i for i, k in enumerate(keys) if k not in memo]
+        if missing:
+            new = [kernels[i] for i in dict.fromkeys(missing)]
+            warns: list[str] = []
+            hot, cold = self.predictor.hot_cold_times_s(new, warns)
+            for j, k in enumerate(new):
+                w: tuple[str, ...] = ()
+                if warns:  # attribute the warnings to the kernels that raise them
+                    one: list[str] = []
+                    self.predictor.hot_cold_times_s([k], one)
+                    w = tuple(one)
+                memo[_kernel_key(k)] = (float(hot[j]), float(cold[j]), w)
+        return [memo[k] for k in keys]
+
+    def _segment(self, part: Part) -> _Segment:
+        hit = self._segments.get(id(part.seg))
+        if hit is not None and hit.seg is part.seg:
+            return hit
+        rows = self._rows(part.local)
+        made = _Segment(part.seg, np.array([r[0] for r in rows], dtype=np.float64),
+                        np.array([r[1] for r in rows], dtype=np.float64),
+                        any(r[2] for r in rows), operand_events(part.local))
+        self._segments[id(part.seg)] = made
+        return made
+
+
+def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:
+    """The operand events of the program assembled from ``parts``, from each part's events with
+    its own storage ids and kernel indices (``local``): kernel indices shifted by the kernels
+    before the part, storage ids mapped as :func:`ftmodel.trace_cache._gmap` maps them (the
+    input's to ``in_global`` when given, the others numbered from ``base`` on), and the id of a
+    kernel without operand identities (``-1 - index``) renumbered with its index."""
+    n = len(parts)
+    which = np.repeat(np.arange(n), [len(e.sids) for e in local])  # each event's part
+    offsets = np.zeros(n, dtype=np.int64)  # kernels before each part
+    np.cumsum([len(p.local) for p in parts[:-1]], out=offsets[1:])
+    in_sid = np.array([_NO_INPUT if p.in_global is None else p.seg.in_sid for p in parts],
+                      dtype=np.int64)[which]
+    sid = np.concatenate([e.sids for e in local])
+    owner = np.concatenate([e.owner for e in local]) + offsets[which]
+    mapped = sid + np.array([p.base for p in parts], dtype=np.int64)[which] - (sid > in_sid)
+    keeps = sid == in_sid
+    if keeps.any():
+        mapped[keeps] = np.array([p.in_global or 0 for p in parts], dtype=np.int64)[which][keeps]
+    anonymous = sid < 0
+    if anonymous.any():
+        mapped[anonymous] = -1 - owner[anonymous]
+    fallback = np.concatenate([e.fallback + off for e, off in zip(local, offsets.tolist())])
+    return OperandEvents(mapped, np.concatenate([e.sizes for e in local]),
+                         np.concatenate([e.is_read for e in local]), owner,
+                         fallback.astype(np.int64, copy=False))
