@@ -29,7 +29,8 @@ from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.tracing.inputs import (InputSpec, ModelInputs, _as_inputs, batch_of, check_batch,
                                     resolve_inputs)
 from ftmodel.tracing.records import Trace
-from ftmodel.tracing.recorder import Recorder, _DispatchRecorder
+from ftmodel.tracing.recorder import Recorder
+from ftmodel.tracing.recorder import _DispatchRecorder as _DispatchRecorder  # torchscript_cuda
 
 __all__ = ["trace", "Recorder"]
 

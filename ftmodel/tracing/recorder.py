@@ -149,6 +149,8 @@ class Recorder:
         outs = _tensors(out)
         is_view = op_class in ("view", "alloc")
         first = outs[0] if outs else (ins[0] if ins else None)
+        reads: tuple[tuple[int, int], ...]
+        writes: tuple[tuple[int, int], ...]
         if is_view:
             macs = flops = bytes_read = bytes_written = bytes_weights = 0
             variant, reads, writes = "", (), ()
