@@ -25,6 +25,7 @@ from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
 from ftmodel.frameworks.base import Framework, Kernel, Program, get_framework
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostProfile
+from ftmodel.plain_objects import maker
 from ftmodel.hardware.registry import (
     default_host_warning,
     is_default_host,
@@ -142,19 +143,11 @@ def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
                 row[3] += o
                 row[4] += d
         rows = acc.values()  # type: ignore[assignment]
-    if not _PLAIN_LAYER:
-        return tuple(LayerCost(p, int(n), int(macs), o, d) for p, n, macs, o, d in rows)
-    new, set_ = object.__new__, object.__setattr__
-    out = []
-    for p, n, macs, o, d in rows:  # LayerCost(...) without the frozen dataclass's slow __init__
-        layer = new(LayerCost)
-        set_(layer, "__dict__", {"module_path": p, "n_launches": int(n), "macs": int(macs),
-                                 "host_s": o, "device_s": d})
-        out.append(layer)
-    return tuple(out)
+    return tuple([_make_layer({"module_path": p, "n_launches": int(n), "macs": int(macs),
+                               "host_s": o, "device_s": d}) for p, n, macs, o, d in rows])
 
 
-_PLAIN_LAYER = not hasattr(LayerCost, "__slots__") and not hasattr(LayerCost, "__post_init__")
+_make_layer = maker(LayerCost)
 
 
 def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:

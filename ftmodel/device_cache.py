@@ -81,12 +81,10 @@ class DeviceCache:
         (``parts``: the segments the kernels come from, in order, if known); None when some
         kernel's pricing warns (the Predictor then prices it, warnings and all)."""
         if not parts:
-            rows = self._rows(program.kernels)
-            if any(r[2] for r in rows):
+            hot, cold, warns = _arrays(self._rows(program.kernels))
+            if warns:
                 return None
-            hot_cold = (np.array([r[0] for r in rows], dtype=np.float64),
-                        np.array([r[1] for r in rows], dtype=np.float64))
-            return self.predictor.device_times_s(program.kernels, [], hot_cold=hot_cold)
+            return self.predictor.device_times_s(program.kernels, [], hot_cold=(hot, cold))
         segs = [self._segment(p) for p in parts]
         if any(s.warns for s in segs):
             return None
@@ -119,12 +117,16 @@ class DeviceCache:
         hit = self._segments.get(id(part.seg))
         if hit is not None and hit.seg is part.seg:
             return hit
-        rows = self._rows(part.local)
-        made = _Segment(part.seg, np.array([r[0] for r in rows], dtype=np.float64),
-                        np.array([r[1] for r in rows], dtype=np.float64),
-                        any(r[2] for r in rows), operand_events(part.local))
+        made = _Segment(part.seg, *_arrays(self._rows(part.local)), operand_events(part.local))
         self._segments[id(part.seg)] = made
         return made
+
+
+def _arrays(rows: Sequence[tuple[float, float, tuple[str, ...]]]
+            ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(hot, cold) arrays of memoised kernel rows, and whether some kernel's pricing warns."""
+    return (np.array([r[0] for r in rows], dtype=np.float64),
+            np.array([r[1] for r in rows], dtype=np.float64), any(r[2] for r in rows))
 
 
 def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:

@@ -134,22 +134,17 @@ def _own_key(module: nn.Module, walk: _Walk) -> Hashable:
     ids = walk.ids
     ids.add(id(module))
     key: list[Any] = [cls, names, values, None]  # None separates attributes, params, buffers
-    params = d["_parameters"]
-    for k, t in params.items():
-        if t is None:
-            key += (k, None)
-            continue
-        key += (k, t.shape, t.dtype)
-        ids.add(id(t))
-        if walk.device is None and not t.is_meta:
-            walk.device = t.device
-    key.append(None)
-    for k, t in d["_buffers"].items():
-        if t is None:
-            key += (k, None)
-            continue
-        key += (k, t.shape, t.dtype)
-        ids.add(id(t))
+    for is_param, group in ((True, d["_parameters"]), (False, d["_buffers"])):
+        for k, t in group.items():
+            if t is None:
+                key += (k, None)
+                continue
+            key += (k, t.shape, t.dtype)
+            ids.add(id(t))
+            if is_param and walk.device is None and not t.is_meta:
+                walk.device = t.device
+        if is_param:
+            key.append(None)
     return walk.canon(tuple(key))
 
 

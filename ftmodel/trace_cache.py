@@ -36,6 +36,7 @@ from torch import nn
 from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
                                    trace_segment)
+from ftmodel.plain_objects import maker
 from ftmodel.structure import KeyNumbers, Plan
 from ftmodel.tracing.records import OpRecord, Trace
 
@@ -249,8 +250,7 @@ def _placed(seg: SegmentTrace, path: str) -> list[dict[str, Any]]:
 
 # frozen dataclasses without __post_init__ or __slots__: built by setting __dict__ (their
 # __init__ is slow); others through their constructor
-_PLAIN = {c: not hasattr(c, "__post_init__") and not hasattr(c, "__slots__")
-          for c in (OpRecord, Kernel)}
+_MAKE = {c: maker(c) for c in (OpRecord, Kernel)}  # a class from its field dict, fast
 
 
 @dataclass
@@ -305,8 +305,7 @@ def _relocate_as(cls: type, out: list[Any], placed: list[dict[str, Any]],
     ``out``'s."""
     n = len(out)
     append = out.append
-    new, setattr_ = object.__new__, object.__setattr__
-    fast = _PLAIN[cls]
+    make = _MAKE[cls]
     indexed = cls is OpRecord
     for i, tmpl in enumerate(placed):
         d = tmpl.copy()
@@ -315,9 +314,4 @@ def _relocate_as(cls: type, out: list[Any], placed: list[dict[str, Any]],
         if gmap is not None:
             for f in _OPERANDS:
                 d[f] = tuple([(gmap[sid], nbytes) for sid, nbytes in d[f]])
-        if fast:
-            r = new(cls)
-            setattr_(r, "__dict__", d)
-        else:
-            r = cls(**d)
-        append(r)
+        append(make(d))
