@@ -6,7 +6,8 @@ Two kinds of op-class data:
   calibration suite, where ``time_s`` is the kernel time above the tiny-size floor (the floor is
   host cost). A kernel's time is ``work × throughput⁻¹`` with the inverse throughput interpolated
   by distance-weighted nearest neighbours in log-feature space (features: log MACs and log bytes
-  for matrix-like classes, log bytes read/written otherwise). Beyond the sampled range the
+  for matrix-like classes, with log arithmetic intensity weighted as each curve's own samples
+  choose by leave-one-out, see ``INTENSITY_WEIGHTS``; log bytes read/written otherwise). Beyond the sampled range the
   query is moved to the range's edge (each feature clipped), so the throughput of the edge
   samples is kept and time grows linearly with work.
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
@@ -65,10 +66,40 @@ _EPS = 1.0
 STREAM_CLASS = "reduction"
 
 
-def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+# How far apart two MAC kernels are, for the nearest-neighbour curves: the weight of log
+# arithmetic intensity (MACs per byte) next to log MACs. 0 is the plain (log MACs, log bytes)
+# plane. A GEMM with few rows (m = 1-16, a 1×1 convolution on a 2×2 map) streams its weights at
+# a few MACs per byte and runs several times slower per MAC than a GEMM of the same MACs and
+# bytes with more rows; in the plain plane its nearest samples may be those, while weighting
+# intensity keeps its neighbours among kernels of like intensity. Each curve keeps the weight
+# that predicts its own samples best, each from the others (:meth:`_SampleCurve.fit`).
+INTENSITY_WEIGHTS = (0.0, 1.0, 2.0)
+
+
+def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
+              intensity_weight: float = 0.0) -> np.ndarray:
     if op_class in MAC_CLASSES:
-        return np.log(np.stack([macs + _EPS, br + bw + _EPS], axis=1))
+        log_macs, log_bytes = np.log(macs + _EPS), np.log(br + bw + _EPS)
+        if intensity_weight:
+            return np.stack([log_macs, intensity_weight * (log_macs - log_bytes)], axis=1)
+        return np.stack([log_macs, log_bytes], axis=1)
     return np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
+
+
+def _knn_log_inv(q: np.ndarray, feats: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
+    """Distance-weighted mean of the ``k`` nearest samples' log inverse throughput."""
+    d = np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+    idx = np.argsort(d, axis=1)[:, :k]  # (N, k)
+    w = 1.0 / np.maximum(np.take_along_axis(d, idx, axis=1), 1e-3) ** 2
+    return (w * log_inv[idx]).sum(1) / w.sum(1)
+
+
+def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
+    """Median |log error| of each sample predicted from the others (leave-one-out)."""
+    n = len(feats)
+    errs = [abs(_knn_log_inv(feats[i:i + 1], feats[np.arange(n) != i],
+                             log_inv[np.arange(n) != i], k)[0] - log_inv[i]) for i in range(n)]
+    return float(np.median(errs))
 
 
 def _work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
@@ -83,27 +114,34 @@ class _SampleCurve:
     feats: np.ndarray  # (M, F)
     log_inv_tput: np.ndarray  # (M,)
     k: int = 3
+    intensity_weight: float = 0.0  # see INTENSITY_WEIGHTS
 
     @classmethod
     def fit(cls, op_class: str, data: OpClassData, cold: bool = False) -> _SampleCurve:
+        """A MAC class keeps the intensity weight of :data:`INTENSITY_WEIGHTS` with the lowest
+        leave-one-out error on its own samples (ties: the first); it needs more samples than
+        neighbours to choose, else takes 0."""
         s = np.asarray(data.samples, dtype=np.float64)  # (M, 4)
         times = np.asarray(data.cold_s, dtype=np.float64) if cold else s[:, 3]  # (M,)
         macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(times, 1e-9)
-        feats = _features(op_class, macs, br, bw)
-        return cls(op_class, feats, np.log(t / _work(op_class, macs, br, bw)),
-                   k=min(3, len(s)))
+        log_inv = np.log(t / _work(op_class, macs, br, bw))
+        k = min(3, len(s))
+        weights = INTENSITY_WEIGHTS if op_class in MAC_CLASSES and len(s) > k + 1 else (0.0,)
+        fits = [(_features(op_class, macs, br, bw, w), w) for w in weights]
+        if len(fits) > 1:
+            errors = [_loo_error(f, log_inv, k) for f, _w in fits]
+            feats, weight = fits[int(np.argmin(errors))]
+        else:
+            feats, weight = fits[0]
+        return cls(op_class, feats, log_inv, k=k, intensity_weight=weight)
 
     def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
         # a query beyond the sampled range is moved to its edge (each feature clipped to the
         # samples' range), so its neighbours and their weights stop changing with size there:
         # the edge throughput is kept and time grows linearly with work
-        q = np.clip(_features(self.op_class, macs, br, bw), self.feats.min(0),
-                    self.feats.max(0))  # (N, F)
-        d = np.sqrt(((q[:, None, :] - self.feats[None, :, :]) ** 2).sum(-1))  # (N, M)
-        idx = np.argsort(d, axis=1)[:, : self.k]  # (N, k)
-        dn = np.take_along_axis(d, idx, axis=1)
-        w = 1.0 / np.maximum(dn, 1e-3) ** 2
-        log_inv = (w * self.log_inv_tput[idx]).sum(1) / w.sum(1)
+        q = np.clip(_features(self.op_class, macs, br, bw, self.intensity_weight),
+                    self.feats.min(0), self.feats.max(0))  # (N, F)
+        log_inv = _knn_log_inv(q, self.feats, self.log_inv_tput, self.k)
         return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
 
 
