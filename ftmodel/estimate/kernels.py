@@ -7,8 +7,8 @@ Two kinds of op-class data:
   host cost). A kernel's time is ``work × throughput⁻¹`` with the inverse throughput interpolated
   by distance-weighted nearest neighbours in log-feature space (features: log MACs and log bytes
   for matrix-like classes, with log arithmetic intensity weighted as each curve's own samples
-  choose by leave-one-out, see ``INTENSITY_WEIGHTS``; log bytes read/written otherwise). Beyond the sampled range the
-  query is moved to the range's edge (each feature clipped), so the throughput of the edge
+  choose by leave-one-out, see ``INTENSITY_WEIGHTS``; log bytes read/written otherwise). Beyond
+  the sampled range the query is moved to the range's edge (each feature clipped), so the throughput of the edge
   samples is kept and time grows linearly with work.
 * ``roofline`` (spec-derived): ``max(macs / (peak·eff(macs)), bytes / (bw·eff(bytes)))`` with a
   saturating efficiency ``eff(w) = w / (w + w_half)`` and a per-kernel floor. With
@@ -86,9 +86,13 @@ def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
     return np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
 
 
-def _knn_log_inv(q: np.ndarray, feats: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
-    """Distance-weighted mean of the ``k`` nearest samples' log inverse throughput."""
-    d = np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+def _distances(q: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    return np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+
+
+def _knn_log_inv(d: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
+    """Distance-weighted mean of the ``k`` nearest samples' log inverse throughput, given each
+    query's distances ``d`` (N, M) to the samples."""
     idx = np.argsort(d, axis=1)[:, :k]  # (N, k)
     w = 1.0 / np.maximum(np.take_along_axis(d, idx, axis=1), 1e-3) ** 2
     return (w * log_inv[idx]).sum(1) / w.sum(1)
@@ -96,10 +100,9 @@ def _knn_log_inv(q: np.ndarray, feats: np.ndarray, log_inv: np.ndarray, k: int) 
 
 def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
     """Median |log error| of each sample predicted from the others (leave-one-out)."""
-    n = len(feats)
-    errs = [abs(_knn_log_inv(feats[i:i + 1], feats[np.arange(n) != i],
-                             log_inv[np.arange(n) != i], k)[0] - log_inv[i]) for i in range(n)]
-    return float(np.median(errs))
+    d = _distances(feats, feats)
+    np.fill_diagonal(d, np.inf)  # a sample is never its own neighbour
+    return float(np.median(np.abs(_knn_log_inv(d, log_inv, k) - log_inv)))
 
 
 def _work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
@@ -127,12 +130,9 @@ class _SampleCurve:
         log_inv = np.log(t / _work(op_class, macs, br, bw))
         k = min(3, len(s))
         weights = INTENSITY_WEIGHTS if op_class in MAC_CLASSES and len(s) > k + 1 else (0.0,)
-        fits = [(_features(op_class, macs, br, bw, w), w) for w in weights]
-        if len(fits) > 1:
-            errors = [_loo_error(f, log_inv, k) for f, _w in fits]
-            feats, weight = fits[int(np.argmin(errors))]
-        else:
-            feats, weight = fits[0]
+        weight = weights[0] if len(weights) == 1 else min(
+            weights, key=lambda w: _loo_error(_features(op_class, macs, br, bw, w), log_inv, k))
+        feats = _features(op_class, macs, br, bw, weight)
         return cls(op_class, feats, log_inv, k=k, intensity_weight=weight)
 
     def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
@@ -141,7 +141,7 @@ class _SampleCurve:
         # the edge throughput is kept and time grows linearly with work
         q = np.clip(_features(self.op_class, macs, br, bw, self.intensity_weight),
                     self.feats.min(0), self.feats.max(0))  # (N, F)
-        log_inv = _knn_log_inv(q, self.feats, self.log_inv_tput, self.k)
+        log_inv = _knn_log_inv(_distances(q, self.feats), self.log_inv_tput, self.k)
         return np.exp(log_inv) * _work(self.op_class, macs, br, bw)
 
 
