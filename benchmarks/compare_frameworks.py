@@ -45,8 +45,17 @@ def load(results: Path) -> dict[str, dict[str, list[tuple[int, float, float]]]]:
     return out
 
 
+def machine_of(results: Path) -> str:
+    """The CPU named in the results folder's calibrated profile, else "this CPU"."""
+    import json
+    try:
+        return str(json.loads((results / "cpu-profile.json").read_text())["provenance"]["device"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "this CPU"
+
+
 def plot_family(data: dict[str, dict[str, list[tuple[int, float, float]]]], family: str,
-                path: Path) -> bool:
+                path: Path, machine: str = "this CPU") -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,7 +87,7 @@ def plot_family(data: dict[str, dict[str, list[tuple[int, float, float]]]], fami
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize=8)
-    fig.suptitle(f"{family}: measured (solid) and predicted (dashed) latency on this CPU")
+    fig.suptitle(f"{family}: measured (solid) and predicted (dashed) latency on {machine}")
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -96,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for family in FAMILIES:
         path = results / f"cpu-frameworks-{family}.png"
-        if plot_family(data, family, path):
+        if plot_family(data, family, path, machine_of(results)):
             print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import platform
 import random
 import sys
 import time
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.measure import set_threads  # noqa: E402
+from ftmodel.measure import cpu_name, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.validation import LiveModel, LivePoint, compare_live_many  # noqa: E402
@@ -80,8 +79,7 @@ def _plot(rows: list[dict[str, object]], keys: list[tuple[str, int]], path: Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default=None,
-                    help="calibrated CPU profile (default: benchmarks/results/cpu-profile.json "
-                         "if it has an onnxruntime host part, else /tmp/exp/prof5.json)")
+                    help="calibrated CPU profile (default: this CPU's, see oracle_speed.default_profile)")
     ap.add_argument("--frameworks", default="eager,onnxruntime")
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--n", type=int, default=60)
@@ -178,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"{args.n} random candidates (seed {args.seed}) of the MobileNet-V2-style space "
         f"(`ftmodel.search_space`, resolution {args.resolution}), measured live on this CPU "
-        f"({platform.processor() or platform.machine()}, {threads} threads, torch "
+        f"({cpu_name()}, {threads} threads, torch "
         f"{torch.__version__}) with `ftmodel.validation.compare_live_many` ({args.rounds} "
         f"interleaved rounds of ≥{args.round_s} s, warm-up, fastest round's median) and "
         f"predicted by `CostOracle` (candidates built on the meta device) with profile "

@@ -42,25 +42,30 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import measure_interleaved, set_threads  # noqa: E402
+from ftmodel.hardware.registry import default_profile_path, load_profile  # noqa: E402
+from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import CandidateConfig, MobileNetV2Space  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-DEFAULT_PROFILE = RESULTS / "cpu-profile.json"
 
 
 def default_profile(framework: str) -> str:
-    """benchmarks/results/cpu-profile.json if its host half has ``framework``, else the
-    calibrated profile of this machine kept in /tmp/exp (see oracle_rank.py)."""
-    try:
-        prof = load_profile(str(DEFAULT_PROFILE))
-        if prof.host is not None and framework in prof.host.frameworks:
-            return str(DEFAULT_PROFILE)
-    except Exception:  # noqa: BLE001 - fall back below
-        pass
-    return "/tmp/exp/prof5.json"
+    """A calibrated profile of this CPU model with ``framework`` in its host half: the one
+    ``ftmodel calibrate`` keeps in the user cache, else one committed under
+    benchmarks/results (``cpu-profile.json`` in it or a subfolder, one per machine)."""
+    here = cpu_name()
+    for path in (default_profile_path("local-cpu"), *sorted(RESULTS.glob("**/cpu-profile.json"))):
+        try:
+            prof = load_profile(str(path))
+        except Exception:  # noqa: BLE001 - not a usable profile: try the next
+            continue
+        if (prof.host is not None and framework in prof.host.frameworks
+                and prof.provenance.get("device") == here):
+            return str(path)
+    raise SystemExit(f"no calibrated profile of this CPU ({here}) with {framework!r}: run "
+                     f"`ftmodel calibrate --device cpu --frameworks eager,{framework}` or pass "
+                     "the profile's path")
 
 
 def _phase(oracle: CostOracle, space: MobileNetV2Space, cfgs: list[CandidateConfig],
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         f"MobileNet-V2-style space (`ftmodel.search_space`, resolution {args.resolution}), "
         f"{args.cold} + {args.warm} random candidates (seed {args.seed}) built on the meta "
         f"device; framework `{args.framework}`, profile `{prof_name}` ({gpu}), batch "
-        f"{args.batch}, dtype fp32. Host: {platform.processor() or platform.machine()}, "
+        f"{args.batch}, dtype fp32. Host: {cpu_name()}, "
         f"{threads} torch threads, torch {torch.__version__}, Python "
         f"{platform.python_version()}. Building candidates is excluded from the rates.",
         "",

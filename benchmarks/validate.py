@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import platform
 import sys
 import time
 from dataclasses import asdict
@@ -38,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import set_threads  # noqa: E402
+from ftmodel.measure import cpu_name, set_threads  # noqa: E402
 from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
                                 summarize)
 from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
@@ -88,7 +87,7 @@ def _write_summary(points: list[LivePoint], path: Path, args: argparse.Namespace
     lines = [
         f"# Live validation: {framework} on {device}",
         "",
-        f"- machine: {device}; host {platform.processor() or platform.machine()}, {threads} "
+        f"- machine: {device}; host {cpu_name()}, {threads} "
         f"threads, torch {torch.__version__}",
         f"- profile: `{shown}`" + (f", host half from `{host}`" if host else ""),
         f"- points: {len(points)} ({len({p.model for p in points})} models × batches "

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import platform
 import socket
 import time
 from collections.abc import Iterable, Sequence
@@ -67,7 +66,7 @@ from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (cache_flusher, last_level_cache_bytes,
+from ftmodel.measure import (cache_flusher, cpu_name, last_level_cache_bytes,
                              measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
@@ -75,16 +74,6 @@ __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
 
 SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor", "cudagraphs")
 GPU_ONLY_FRAMEWORKS = ("cudagraphs",)  # captured CUDA graphs: calibrated on a GPU only
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -210,7 +199,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             "--update re-measures frameworks other than eager into an existing profile, and "
             f"none was named (frameworks: {', '.join(fws)}); name one, e.g. --frameworks "
             "inductor, or calibrate afresh to re-measure eager")
-    base = profile_to_update(path, device, n_threads, _cpu_name()) if update else None
+    base = profile_to_update(path, device, n_threads, cpu_name()) if update else None
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     if device.startswith("cuda"):  # GPU-sized operands (20 GB) are made where they are used
@@ -223,9 +212,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         + 2 * len(extra) + framework_curve_steps(extra, device)
     bar = _Progress(progress, total)
     started = time.time()
-    dev_name = _cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
+    dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
     provenance: dict[str, Any] = {
-        "device": dev_name, "host_cpu": _cpu_name(), "hostname": socket.gethostname(),
+        "device": dev_name, "host_cpu": cpu_name(), "hostname": socket.gethostname(),
         "threads": n_threads, "torch": torch.__version__, "date": _dt.datetime.now(
             _dt.timezone.utc).isoformat(timespec="seconds"),
         "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
@@ -234,7 +223,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if "onnxruntime" in fws:
         import onnxruntime
         provenance["onnxruntime"] = onnxruntime.__version__
-    host = HostProfile(name=f"{name}-host", cpu=_cpu_name(), threads=n_threads, frameworks={})
+    host = HostProfile(name=f"{name}-host", cpu=cpu_name(), threads=n_threads, frameworks={})
     classes: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     llc_bytes = last_level_cache_bytes(device)

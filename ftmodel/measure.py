@@ -15,16 +15,29 @@ that is larger than the cache.
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
+from pathlib import Path
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 import torch
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
-           "cache_flusher", "captured_repeats", "last_level_cache_bytes", "set_threads",
-           "synchronize"]
+           "cache_flusher", "captured_repeats", "cpu_name", "last_level_cache_bytes",
+           "set_threads", "synchronize"]
+
+
+def cpu_name() -> str:
+    """This machine's CPU model as Linux names it (``/proc/cpuinfo``), else the platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)
