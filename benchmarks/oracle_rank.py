@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import random
 import sys
 import time
@@ -168,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(float(s["rho"]) >= 0.95 and float(s["rho"]) > max(float(s["rho_macs"]),  # type: ignore[arg-type]
                                                                float(s["rho_params"]))  # type: ignore[arg-type]
              for s in summary)
-    cmd = " ".join(["python benchmarks/oracle_rank.py"] + (sys.argv[1:] if argv is None else argv))
+    # glibc allocator settings change what is measured: with its defaults, a candidate whose
+    # large activations are handed back to the OS pays page faults on every forward
+    malloc_env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                          if k.startswith("MALLOC_"))
+    cmd = " ".join(([malloc_env] if malloc_env else []) + ["python benchmarks/oracle_rank.py"]
+                   + (sys.argv[1:] if argv is None else argv))
     lines = [
         "# NAS cost oracle: ranking live-measured candidates",
         "",

@@ -1,0 +1,156 @@
+"""Do glibc's page faults explain what the oracle under-predicts? Same candidates, two allocators.
+
+    python benchmarks/page_faults.py --profile benchmarks/results/cpu-xeon/cpu-profile.json
+
+Picks the candidates of ``benchmarks/oracle_rank.py``'s sample (same space, seed and count) with
+the largest and the smallest activation one kernel writes at ``--batch`` (fake-tensor trace, no
+weights), then measures each twice on this CPU, in two child processes:
+
+* ``default``: glibc malloc as it comes. Its mmap and heap-trim thresholds move with the sizes
+  freed; a buffer of tens of MiB can go back to the OS after a forward and be faulted in again
+  (one minor fault per 4 KiB page) by the next.
+* ``steady``: ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` set so
+  that glibc keeps its heap mapped between forwards (setting them also turns off the thresholds'
+  adjustment).
+
+Each child measures the candidates in the same interleaved rounds (eager, fixed threads,
+warm-up, fastest round's median) and counts the minor page faults the measurement made
+(``getrusage``). The prediction is the oracle's, from the profile; it is the same for both.
+Writes ``<out>.csv`` and ``<out>-summary.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ftmodel.frameworks import eager  # noqa: E402
+from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: E402
+from ftmodel.oracle import CostOracle  # noqa: E402
+from ftmodel.search_space import MobileNetV2Space  # noqa: E402
+from ftmodel.tracing.dispatch import trace  # noqa: E402
+
+STEADY_ENV = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295",
+              "MALLOC_TOP_PAD_": "536870912"}
+MIB = 1 << 20
+
+
+def _configs(args: argparse.Namespace) -> tuple[MobileNetV2Space, list]:
+    space = MobileNetV2Space(resolution=args.resolution)
+    rng = random.Random(args.seed)
+    return space, [space.sample(rng) for _ in range(args.n)]
+
+
+def _child(args: argparse.Namespace) -> None:
+    """Measure the chosen candidates here; print {index: [seconds, spread]} and the faults."""
+    set_threads(args.threads)
+    torch.manual_seed(0)
+    space, cfgs = _configs(args)
+    fns = {}
+    for i in args.indices:
+        model, x = space.build(cfgs[i]).eval(), space.inputs(args.batch)
+        fns[i] = (lambda m, x: lambda: m(x))(model, x)
+    with torch.no_grad():
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        res = measure_interleaved(fns, rounds=args.rounds, round_s=args.round_s, max_reps=20)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    reps = sum(m.n_samples for m in res.values())
+    print(json.dumps({"times": {str(i): [m.time_s, m.spread] for i, m in res.items()},
+                      "faults_per_forward": faults / max(reps, 1)}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", required=True, help="a calibrated profile of this CPU")
+    ap.add_argument("--n", type=int, default=60, help="sample size (as oracle_rank.py)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--resolution", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--pick", type=int, default=4, help="candidates from each end")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--round-s", type=float, default=0.2)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "page-faults"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--indices", type=lambda s: [int(v) for v in s.split(",")],
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args)
+        return 0
+    space, cfgs = _configs(args)
+    x = torch.empty(args.batch, 3, args.resolution, args.resolution, device="meta")
+    largest = {i: max(k.bytes_written for k in eager.lower(
+        trace(space.build(c, device="meta"), (x,))).kernels) for i, c in enumerate(cfgs)}
+    order = sorted(largest, key=lambda i: largest[i])
+    picked = sorted(set(order[-args.pick:] + order[:args.pick]))
+    oracle = CostOracle("eager", args.profile)
+    predicted = {i: oracle.latency(space.build(cfgs[i], device="meta"), args.batch,
+                                   space.input_spec()).latency_s for i in picked}
+    runs = {}
+    for label, extra in (("default", {}), ("steady", STEADY_ENV)):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | extra
+        cmd = [sys.executable, __file__, "--child", "--profile", args.profile,
+               "--indices", ",".join(map(str, picked))] + [
+            f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
+            ("n", "seed", "resolution", "batch", "threads", "rounds", "round_s")]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        runs[label] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{label}: {runs[label]['faults_per_forward']:.0f} minor faults per forward")
+    rows = []
+    for i in picked:
+        d, s = runs["default"]["times"][str(i)], runs["steady"]["times"][str(i)]
+        rows.append({"candidate": f"c{i:02d}", "config": str(cfgs[i]),
+                     "largest_write_mib": largest[i] / MIB, "predicted_ms": predicted[i] * 1e3,
+                     "default_ms": d[0] * 1e3, "default_spread": d[1],
+                     "steady_ms": s[0] * 1e3, "steady_spread": s[1]})
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{out}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    cmd = " ".join(["python benchmarks/page_faults.py"] + (sys.argv[1:] if argv is None else argv))
+    lines = [
+        "# Page faults: the same candidates under glibc's defaults and with its heap kept", "",
+        f"`{cmd}`", "",
+        f"Eager, batch {args.batch}, {cpu_name()}, {args.threads} threads, torch "
+        f"{torch.__version__}; candidates of `benchmarks/oracle_rank.py`'s sample (seed "
+        f"{args.seed}, n {args.n}) with the {args.pick} largest and {args.pick} smallest "
+        f"single-kernel writes; predicted by `CostOracle` with `{args.profile}`. Steady: "
+        + " ".join(f"`{k}={v}`" for k, v in STEADY_ENV.items()) + ". Minor page faults per timed "
+        f"forward (warm-up calls' faults included): default "
+        f"{runs['default']['faults_per_forward']:.0f}, steady "
+        f"{runs['steady']['faults_per_forward']:.0f}.", "",
+        "| candidate | largest write (MiB) | predicted ms | default ms | steady ms | "
+        "predicted / default | predicted / steady |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: -r["largest_write_mib"]):
+        lines.append(f"| {r['candidate']} | {r['largest_write_mib']:.1f} | "
+                     f"{r['predicted_ms']:.1f} | {r['default_ms']:.1f} | {r['steady_ms']:.1f} | "
+                     f"{r['predicted_ms'] / r['default_ms']:.2f} | "
+                     f"{r['predicted_ms'] / r['steady_ms']:.2f} |")
+    for label in ("default", "steady"):
+        med = statistics.median(r["predicted_ms"] / r[f"{label}_ms"] for r in rows)
+        lines.append(f"\nMedian predicted / measured, {label}: {med:.2f}")
+    Path(f"{out}-summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
