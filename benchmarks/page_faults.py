@@ -1,6 +1,7 @@
 """Do glibc's page faults explain what the oracle under-predicts? Same candidates, two allocators.
 
     python benchmarks/page_faults.py --profile benchmarks/results/cpu-xeon/cpu-profile.json
+    python benchmarks/page_faults.py --profile P --zoo resnet18@112:32,mobilenet_v2@112:32 --out O
 
 Picks the candidates of ``benchmarks/oracle_rank.py``'s sample (same space, seed and count) with
 the largest and the smallest activation one kernel writes at ``--batch`` (fake-tensor trace, no
@@ -12,6 +13,11 @@ weights), then measures each twice on this CPU, in two child processes:
 * ``steady``: ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` set so
   that glibc keeps its heap mapped between forwards (setting them also turns off the thresholds'
   adjustment).
+
+With ``--zoo`` (``name:batch,...``, models of :mod:`ftmodel.zoo`) those models are measured and
+predicted instead (``predict_latency``), all in one process as well: whether glibc trims its heap
+depends on every size the process has freed, so a model's time under the defaults depends on
+what ran next to it.
 
 Each child measures the candidates in the same interleaved rounds (eager, fixed threads,
 warm-up, fastest round's median) and counts the minor page faults the measurement made
@@ -37,11 +43,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ftmodel.api import predict_latency  # noqa: E402
 from ftmodel.frameworks import eager  # noqa: E402
 from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
+from ftmodel.zoo import ZOO  # noqa: E402
 
 STEADY_ENV = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295",
               "MALLOC_TOP_PAD_": "536870912"}
@@ -54,21 +62,42 @@ def _configs(args: argparse.Namespace) -> tuple[MobileNetV2Space, list]:
     return space, [space.sample(rng) for _ in range(args.n)]
 
 
+def _zoo_points(spec: str) -> list[tuple[str, int]]:
+    points = []
+    for item in spec.split(","):
+        name, _, batch = item.partition(":")
+        if name not in ZOO or not batch.isdigit():
+            raise SystemExit(f"--zoo item {item!r}: expected NAME:BATCH with NAME one of "
+                             f"{', '.join(ZOO)}")
+        points.append((name, int(batch)))
+    return points
+
+
+def _call(model: torch.nn.Module, inputs: object):  # type: ignore[no-untyped-def]
+    if isinstance(inputs, dict):
+        return lambda: model(**inputs)
+    return lambda: model(*(inputs if isinstance(inputs, tuple) else (inputs,)))
+
+
 def _child(args: argparse.Namespace) -> None:
-    """Measure the chosen candidates here; print {index: [seconds, spread]} and the faults."""
+    """Measure the chosen candidates (or zoo models) here; print {key: [seconds, spread]} and
+    the faults."""
     set_threads(args.threads)
     torch.manual_seed(0)
-    space, cfgs = _configs(args)
     fns = {}
-    for i in args.indices:
-        model, x = space.build(cfgs[i]).eval(), space.inputs(args.batch)
-        fns[i] = (lambda m, x: lambda: m(x))(model, x)
+    if args.zoo:
+        for name, b in _zoo_points(args.zoo):
+            fns[f"{name}:{b}"] = _call(ZOO[name].build().eval(), ZOO[name].make_inputs(b))
+    else:
+        space, cfgs = _configs(args)
+        for i in args.indices:
+            fns[str(i)] = _call(space.build(cfgs[i]).eval(), space.inputs(args.batch))
     with torch.no_grad():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         res = measure_interleaved(fns, rounds=args.rounds, round_s=args.round_s, max_reps=20)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     reps = sum(m.n_samples for m in res.values())
-    print(json.dumps({"times": {str(i): [m.time_s, m.spread] for i, m in res.items()},
+    print(json.dumps({"times": {k: [m.time_s, m.spread] for k, m in res.items()},
                       "faults_per_forward": faults / max(reps, 1)}))
 
 
@@ -84,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.2)
+    ap.add_argument("--zoo", default=None, help="zoo models instead: NAME:BATCH,...")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "page-faults"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--indices", type=lambda s: [int(v) for v in s.split(",")],
@@ -92,29 +122,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _child(args)
         return 0
-    space, cfgs = _configs(args)
-    x = torch.empty(args.batch, 3, args.resolution, args.resolution, device="meta")
-    largest = {i: max(k.bytes_written for k in eager.lower(
-        trace(space.build(c, device="meta"), (x,))).kernels) for i, c in enumerate(cfgs)}
-    order = sorted(largest, key=lambda i: largest[i])
-    picked = sorted(set(order[-args.pick:] + order[:args.pick]))
-    oracle = CostOracle("eager", args.profile)
-    predicted = {i: oracle.latency(space.build(cfgs[i], device="meta"), args.batch,
-                                   space.input_spec()).latency_s for i in picked}
+    if args.zoo:
+        points = _zoo_points(args.zoo)
+        keys = [f"{n}:{b}" for n, b in points]
+        labels, configs = dict(zip(keys, keys)), dict(zip(keys, keys))
+        largest = {f"{n}:{b}": max(k.bytes_written for k in eager.lower(trace(
+            ZOO[n].build(), ZOO[n].make_inputs(b))).kernels) for n, b in points}
+        predicted = {f"{n}:{b}": predict_latency(ZOO[n].build().eval(), "eager", args.profile,
+                                                 b, inputs=ZOO[n].make_inputs(b)).latency_s
+                     for n, b in points}
+        child = ["--zoo", args.zoo]
+    else:
+        space, cfgs = _configs(args)
+        x = torch.empty(args.batch, 3, args.resolution, args.resolution, device="meta")
+        sizes = {i: max(k.bytes_written for k in eager.lower(
+            trace(space.build(c, device="meta"), (x,))).kernels) for i, c in enumerate(cfgs)}
+        order = sorted(sizes, key=lambda i: sizes[i])
+        picked = sorted(set(order[-args.pick:] + order[:args.pick]))
+        keys = [str(i) for i in picked]
+        labels = {str(i): f"c{i:02d}" for i in picked}
+        configs = {str(i): str(cfgs[i]) for i in picked}
+        largest = {str(i): sizes[i] for i in picked}
+        oracle = CostOracle("eager", args.profile)
+        predicted = {str(i): oracle.latency(space.build(cfgs[i], device="meta"), args.batch,
+                                            space.input_spec()).latency_s for i in picked}
+        child = ["--indices", ",".join(keys)]
     runs = {}
     for label, extra in (("default", {}), ("steady", STEADY_ENV)):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | extra
-        cmd = [sys.executable, __file__, "--child", "--profile", args.profile,
-               "--indices", ",".join(map(str, picked))] + [
+        cmd = [sys.executable, __file__, "--child", "--profile", args.profile] + child + [
             f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
             ("n", "seed", "resolution", "batch", "threads", "rounds", "round_s")]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         runs[label] = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{label}: {runs[label]['faults_per_forward']:.0f} minor faults per forward")
     rows = []
-    for i in picked:
-        d, s = runs["default"]["times"][str(i)], runs["steady"]["times"][str(i)]
-        rows.append({"candidate": f"c{i:02d}", "config": str(cfgs[i]),
+    for i in keys:
+        d, s = runs["default"]["times"][i], runs["steady"]["times"][i]
+        rows.append({"candidate": labels[i], "config": configs[i],
                      "largest_write_mib": largest[i] / MIB, "predicted_ms": predicted[i] * 1e3,
                      "default_ms": d[0] * 1e3, "default_spread": d[1],
                      "steady_ms": s[0] * 1e3, "steady_spread": s[1]})
@@ -125,18 +170,20 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     cmd = " ".join(["python benchmarks/page_faults.py"] + (sys.argv[1:] if argv is None else argv))
+    what = (f"zoo models at the batches named, measured in one process and predicted by "
+            f"`predict_latency` with `{args.profile}`" if args.zoo else
+            f"batch {args.batch}; candidates of `benchmarks/oracle_rank.py`'s sample (seed "
+            f"{args.seed}, n {args.n}) with the {args.pick} largest and {args.pick} smallest "
+            f"single-kernel writes, predicted by `CostOracle` with `{args.profile}`")
     lines = [
-        "# Page faults: the same candidates under glibc's defaults and with its heap kept", "",
+        "# Page faults: the same models under glibc's defaults and with its heap kept", "",
         f"`{cmd}`", "",
-        f"Eager, batch {args.batch}, {cpu_name()}, {args.threads} threads, torch "
-        f"{torch.__version__}; candidates of `benchmarks/oracle_rank.py`'s sample (seed "
-        f"{args.seed}, n {args.n}) with the {args.pick} largest and {args.pick} smallest "
-        f"single-kernel writes; predicted by `CostOracle` with `{args.profile}`. Steady: "
+        f"Eager, {cpu_name()}, {args.threads} threads, torch {torch.__version__}; {what}. Steady: "
         + " ".join(f"`{k}={v}`" for k, v in STEADY_ENV.items()) + ". Minor page faults per timed "
         f"forward (warm-up calls' faults included): default "
         f"{runs['default']['faults_per_forward']:.0f}, steady "
         f"{runs['steady']['faults_per_forward']:.0f}.", "",
-        "| candidate | largest write (MiB) | predicted ms | default ms | steady ms | "
+        "| model | largest write (MiB) | predicted ms | default ms | steady ms | "
         "predicted / default | predicted / steady |",
         "|---|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: -r["largest_write_mib"]):
