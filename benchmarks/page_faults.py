@@ -153,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, "--child", "--profile", args.profile] + child + [
             f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
             ("n", "seed", "resolution", "batch", "threads", "rounds", "round_s")]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-        runs[label] = json.loads(out.stdout.strip().splitlines()[-1])
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"the {label} measurement failed (exit {proc.returncode}):\n"
+                             f"{proc.stderr[-3000:]}")
+        runs[label] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{label}: {runs[label]['faults_per_forward']:.0f} minor faults per forward")
     rows = []
     for i in keys:
