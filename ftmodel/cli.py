@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "calibrated)")
     c.add_argument("--out", default=None, help="profile path (default: the user cache)")
     c.add_argument("--threads", type=int, default=None)
-    c.add_argument("--quick", action="store_true", help="fewer sizes (about 20 s)")
+    c.add_argument("--quick", action="store_true", help="fewer sizes (1-2 min on a 2-core machine)")
     c.add_argument("--update", action="store_true",
                    help="add (or re-measure) the non-eager frameworks named in --frameworks in "
                         "the existing profile at --out, keeping its eager and device parts")

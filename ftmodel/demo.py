@@ -1,7 +1,8 @@
 """``make demo``: a short calibration of this machine, then real predictions in a table.
 
-The calibration (``--quick``, about 20 s) is cached as this machine's profile (``local-cpu``) and
-reused by later runs; built-in GPU profiles, where the installed version ships them, are shown too.
+The calibration (``--quick``, 1-2 min on a 2-core machine) is cached as this machine's profile
+(``local-cpu``) and reused by later runs; built-in GPU profiles, where the installed version
+ships them, are shown too.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def run_demo(recalibrate: bool = False) -> int:
         console.print(f"using this machine's profile {path}")
     except ProfileError:
         from calibration.suite import calibrate
-        console.print("calibrating this machine (quick mode, about 20 s) ...")
+        console.print("calibrating this machine (quick mode, 1-2 min on a 2-core machine) ...")
         calibrate("cpu", ("eager",), path, quick=True, threads=2)
         console.print(f"wrote {path}")
     batches = [1, 2, 4, 8, 16, 32]
