@@ -325,3 +325,24 @@ def test_calls_inside_an_aten_op_are_not_the_models(monkeypatch: pytest.MonkeyPa
     tr = trace(_Glue(), torch.randn(2, 4))
     assert seen  # it ran, inside every op
     assert tr.n_py_calls == 2 + 2  # the model's own calls only
+
+
+def test_trace_gives_a_running_cprofile_back() -> None:
+    """The tracer's Python-call counter replaces the profile function while it runs; a cProfile
+    running around the trace must be profiling again afterwards (it used to be replaced by a
+    non-callable and stop)."""
+    import cProfile
+    import pstats
+
+    def after_trace() -> int:
+        return 1
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(1, 4))
+        after_trace()
+    finally:
+        prof.disable()
+    profiled = {name for (_, _, name) in pstats.Stats(prof).stats}
+    assert "after_trace" in profiled

@@ -14,6 +14,7 @@ repeated on real tensors at the requested batch and the Trace carries a warning 
 
 from __future__ import annotations
 
+import _lsprof
 import contextlib
 import os
 import sys
@@ -101,6 +102,9 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
     The recorder switches the counter off while an aten op runs on plain or fake tensors (see
     ``recorder._DispatchRecorder``): nothing the model wrote runs in there, and counting every
     call of the fake-tensor machinery would double a segment's tracing time.
+
+    The counter is a profile function (``sys.setprofile``), so it stands in for a profiler that
+    is running (cProfile: the trace itself is not profiled) and gives it back afterwards.
     """
     kinds: dict[str, int] = {}
 
@@ -123,7 +127,10 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
         yield
     finally:
         rec.py_counter = None
-        sys.setprofile(previous)
+        if isinstance(previous, _lsprof.Profiler):  # cProfile hooks in from C: re-enable it
+            previous.enable()
+        else:
+            sys.setprofile(previous)
 
 
 def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
