@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -47,7 +48,6 @@ def load(results: Path) -> dict[str, dict[str, list[tuple[int, float, float]]]]:
 
 def machine_of(results: Path) -> str:
     """The CPU named in the results folder's calibrated profile, else "this CPU"."""
-    import json
     try:
         return str(json.loads((results / "cpu-profile.json").read_text())["provenance"]["device"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -49,6 +49,8 @@ from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: 
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
+from ftmodel.tracing.inputs import _as_inputs  # noqa: E402
+from ftmodel.validation import _call  # noqa: E402
 from ftmodel.zoo import ZOO  # noqa: E402
 
 STEADY_ENV = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295",
@@ -73,12 +75,6 @@ def _zoo_points(spec: str) -> list[tuple[str, int]]:
     return points
 
 
-def _call(model: torch.nn.Module, inputs: object):  # type: ignore[no-untyped-def]
-    if isinstance(inputs, dict):
-        return lambda: model(**inputs)
-    return lambda: model(*(inputs if isinstance(inputs, tuple) else (inputs,)))
-
-
 def _child(args: argparse.Namespace) -> None:
     """Measure the chosen candidates (or zoo models) here; print {key: [seconds, spread]} and
     the faults."""
@@ -87,11 +83,12 @@ def _child(args: argparse.Namespace) -> None:
     fns = {}
     if args.zoo:
         for name, b in _zoo_points(args.zoo):
-            fns[f"{name}:{b}"] = _call(ZOO[name].build().eval(), ZOO[name].make_inputs(b))
+            fns[f"{name}:{b}"] = _call(ZOO[name].build().eval(),
+                                       _as_inputs(ZOO[name].make_inputs(b)))
     else:
         space, cfgs = _configs(args)
         for i in args.indices:
-            fns[str(i)] = _call(space.build(cfgs[i]).eval(), space.inputs(args.batch))
+            fns[str(i)] = _call(space.build(cfgs[i]).eval(), _as_inputs(space.inputs(args.batch)))
     with torch.no_grad():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         res = measure_interleaved(fns, rounds=args.rounds, round_s=args.round_s, max_reps=20)
@@ -126,11 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         points = _zoo_points(args.zoo)
         keys = [f"{n}:{b}" for n, b in points]
         labels, configs = dict(zip(keys, keys)), dict(zip(keys, keys))
-        largest = {f"{n}:{b}": max(k.bytes_written for k in eager.lower(trace(
-            ZOO[n].build(), ZOO[n].make_inputs(b))).kernels) for n, b in points}
-        predicted = {f"{n}:{b}": predict_latency(ZOO[n].build().eval(), "eager", args.profile,
-                                                 b, inputs=ZOO[n].make_inputs(b)).latency_s
-                     for n, b in points}
+        largest, predicted = {}, {}
+        for n, b in points:  # one model each: traced for its largest write, then predicted
+            model, xs = ZOO[n].build().eval(), ZOO[n].make_inputs(b)
+            kernels = eager.lower(trace(model, xs)).kernels
+            largest[f"{n}:{b}"] = max(k.bytes_written for k in kernels)
+            predicted[f"{n}:{b}"] = predict_latency(model, "eager", args.profile, b,
+                                                    inputs=xs).latency_s
         child = ["--zoo", args.zoo]
     else:
         space, cfgs = _configs(args)
