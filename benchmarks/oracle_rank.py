@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.measure import cpu_name, set_threads  # noqa: E402
+from ftmodel.measure import allocator_setting, cpu_name, keep_heap, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.validation import LiveModel, LivePoint, compare_live_many  # noqa: E402
@@ -87,12 +87,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--resolution", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--default-malloc", action="store_true",
+                    help="measure with glibc malloc's defaults instead of keeping the heap "
+                         "mapped (ftmodel.measure.keep_heap)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.1)
     ap.add_argument("--out", default=str(RESULTS / "oracle-rank"))
     args = ap.parse_args(argv)
 
     threads = set_threads(args.threads)
+    if not args.default_malloc:
+        keep_heap()
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     batches = [int(b) for b in args.batches.split(",")]
     profile = args.profile or default_profile("onnxruntime")
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"{args.n} random candidates (seed {args.seed}) of the MobileNet-V2-style space "
         f"(`ftmodel.search_space`, resolution {args.resolution}), measured live on this CPU "
-        f"({cpu_name()}, {threads} threads, torch "
+        f"({cpu_name()}, {threads} threads, allocator: {allocator_setting()}, torch "
         f"{torch.__version__}) with `ftmodel.validation.compare_live_many` ({args.rounds} "
         f"interleaved rounds of ≥{args.round_s} s, warm-up, fastest round's median) and "
         f"predicted by `CostOracle` (candidates built on the meta device) with profile "

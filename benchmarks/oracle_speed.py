@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.hardware.registry import default_profile_path, load_profile  # noqa: E402
-from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: E402
+from ftmodel.measure import (allocator_setting, cpu_name, keep_heap,  # noqa: E402
+                             measure_interleaved, set_threads)
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import CandidateConfig, MobileNetV2Space  # noqa: E402
 
@@ -121,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--default-malloc", action="store_true",
+                    help="measure with glibc malloc's defaults instead of keeping the heap "
+                         "mapped (ftmodel.measure.keep_heap)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of a live measurement")
     ap.add_argument("--round-s", type=float, default=0.1, help="seconds per round")
     ap.add_argument("--live", type=int, default=5, help="candidates measured live")
@@ -129,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     threads = set_threads(args.threads)
+    if not args.default_malloc:
+        keep_heap()
     gpu = args.gpu or default_profile(args.framework)
     space = MobileNetV2Space(resolution=args.resolution)
     rng = random.Random(args.seed)
@@ -210,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(LRU of {oracle.max_programs}).",
         "",
         f"**One live measurement of the same candidates** (eager, batch {args.batch}, "
-        f"{threads} threads, median over {args.live} warm-phase candidates): one forward pass "
+        f"{threads} threads, allocator: {allocator_setting()}, median over {args.live} "
+        f"warm-phase candidates): one forward pass "
         f"{1e3 * live_med:.1f} ms; one measurement as ftmodel.validation makes it (build with "
         f"weights, 2 warm-up calls, {args.rounds} rounds of ≥{args.round_s} s, fastest round's "
         f"median) {1e3 * live_total:.0f} ms. One warm prediction costs "

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import cpu_name, set_threads  # noqa: E402
+from ftmodel.measure import allocator_setting, cpu_name, keep_heap, set_threads  # noqa: E402
 from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
                                 summarize)
 from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
@@ -88,7 +88,7 @@ def _write_summary(points: list[LivePoint], path: Path, args: argparse.Namespace
         f"# Live validation: {framework} on {device}",
         "",
         f"- machine: {device}; host {cpu_name()}, {threads} "
-        f"threads, torch {torch.__version__}",
+        f"threads, allocator: {allocator_setting()}, torch {torch.__version__}",
         f"- profile: `{shown}`" + (f", host half from `{host}`" if host else ""),
         f"- points: {len(points)} ({len({p.model for p in points})} models × batches "
         f"{sorted({p.batch for p in points})}); run took {elapsed_s:.0f} s",
@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(VALIDATION_SET))
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--default-malloc", action="store_true",
+                    help="measure with glibc malloc's defaults instead of keeping the heap "
+                         "mapped (ftmodel.measure.keep_heap)")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--out-dir", default=str(RESULTS))
@@ -190,13 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     threads = set_threads(args.threads)
+    if not args.default_malloc:
+        keep_heap()
     if args.profile:
         profile_path = Path(args.profile)
         profile = load_profile(args.profile)  # a path or a built-in name
+        had = profile.provenance.get("allocator", "default")
+        if profile.kind == "calibrated" and had != allocator_setting():
+            print(f"warning: {args.profile} was calibrated with allocator setting {had!r} and "
+                  f"this run measures with {allocator_setting()!r}; pass the same "
+                  "--default-malloc choice to both", file=sys.stderr)
     else:
         from calibration.suite import calibrate
         profile_path = out / "cpu-profile.json"
         profile = calibrate("cpu", frameworks, profile_path, threads=threads,
+                            default_malloc=args.default_malloc,
                             quick=args.quick_calibration, progress=sys.stderr.isatty())
         print(f"calibrated in {profile.provenance['duration_s']} s -> {profile_path}", flush=True)
     batches = [int(b) for b in args.batches.split(",")]

@@ -66,8 +66,8 @@ from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (cache_flusher, cpu_name, last_level_cache_bytes,
-                             measure_interleaved, set_threads)
+from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, keep_heap,
+                             last_level_cache_bytes, measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
@@ -167,8 +167,13 @@ def _canonical_or_raw(name: str) -> str:
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
               quick: bool = False, progress: bool = True, name: str | None = None,
-              cold: bool = True, update: bool = False) -> HardwareProfile:
+              cold: bool = True, update: bool = False, default_malloc: bool = False
+              ) -> HardwareProfile:
     """Measure this machine and write its profile to ``out`` (default: the user cache).
+
+    Unless ``default_malloc``, glibc's heap is kept mapped for the rest of the process first
+    (:func:`ftmodel.measure.keep_heap`: the measurement protocol, recorded in the provenance as
+    ``allocator``); validate with the same setting.
 
     ``update``: ``out`` holds a profile of this machine already; measure only the frameworks
     other than eager named in ``frameworks`` (host costs, own curves, in-model stage) and
@@ -192,6 +197,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if not (device == "cpu" or device.startswith("cuda")):
         raise InvalidArgumentError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
     n_threads = set_threads(threads)
+    if not default_malloc:
+        keep_heap()
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)
     if update and all(f == "eager" for f in fws):
@@ -199,7 +206,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             "--update re-measures frameworks other than eager into an existing profile, and "
             f"none was named (frameworks: {', '.join(fws)}); name one, e.g. --frameworks "
             "inductor, or calibrate afresh to re-measure eager")
-    base = profile_to_update(path, device, n_threads, cpu_name()) if update else None
+    base = (profile_to_update(path, device, n_threads, cpu_name(), allocator_setting())
+            if update else None)
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     if device.startswith("cuda"):  # GPU-sized operands (20 GB) are made where they are used
@@ -215,7 +223,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
     provenance: dict[str, Any] = {
         "device": dev_name, "host_cpu": cpu_name(), "hostname": socket.gethostname(),
-        "threads": n_threads, "torch": torch.__version__, "date": _dt.datetime.now(
+        "threads": n_threads, "allocator": allocator_setting(), "torch": torch.__version__, "date": _dt.datetime.now(
             _dt.timezone.utc).isoformat(timespec="seconds"),
         "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
         "frameworks": list(fws), "complete": False,

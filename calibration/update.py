@@ -21,9 +21,12 @@ from ftmodel.hardware.profile import HardwareProfile, HostProfile, OpClassData, 
 __all__ = ["KeptState", "kept_for_update", "profile_to_update"]
 
 
-def profile_to_update(path: Path, device: str, threads: int, cpu: str) -> HardwareProfile:
+def profile_to_update(path: Path, device: str, threads: int, cpu: str,
+                      allocator: str = "default") -> HardwareProfile:
     """The calibrated profile at ``path`` that an update adds to, checked to be this machine's
-    (device type, thread count, host CPU ``cpu``)."""
+    (device type, thread count, host CPU ``cpu``) and measured with the same ``allocator``
+    setting (:func:`ftmodel.measure.allocator_setting`; profiles that do not record one were
+    measured with the default)."""
     if not path.exists():
         raise InvalidArgumentError(f"--update needs an existing profile at {str(path)!r}, and "
                                    "there is none; run the full calibration first (without "
@@ -38,6 +41,11 @@ def profile_to_update(path: Path, device: str, threads: int, cpu: str) -> Hardwa
     if int(base.host.threads) != threads:
         problems.append(f"it was measured with {base.host.threads} threads, not {threads} "
                         f"(pass --threads {base.host.threads})")
+    had = base.provenance.get("allocator", "default")
+    if had != allocator:
+        problems.append(f"it was measured with allocator setting {had!r}, this run uses "
+                        f"{allocator!r} (" + ("pass --default-malloc" if had == "default" else
+                                              "leave out --default-malloc") + ")")
     if base.host.cpu != cpu:
         problems.append(f"its host CPU is {base.host.cpu!r}, this one is {cpu!r}")
     if problems:

@@ -98,7 +98,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     try:
         prof = calibrate(args.device, fws, args.out, threads=args.threads, quick=args.quick,
-                         progress=not args.no_progress, update=args.update)
+                         progress=not args.no_progress, update=args.update,
+                         default_malloc=args.default_malloc)
     except KeyboardInterrupt:
         print("interrupted: the measurements so far are kept in the profile (marked incomplete)",
               file=sys.stderr)
@@ -112,9 +113,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from ftmodel.api import Predictor
-    from ftmodel.measure import set_threads
+    from ftmodel.measure import keep_heap, set_threads
     from ftmodel.validation import compare_live
     threads = set_threads(args.threads)
+    if not args.default_malloc:
+        keep_heap()
     predictor = Predictor(args.framework, args.profile)
     model, make_inputs = _load_model(args.model)
     if make_inputs is None:
@@ -199,6 +202,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+_DEFAULT_MALLOC_HELP = (
+    "measure with glibc malloc's defaults, which give large freed blocks back to the OS, "
+    "instead of keeping the heap mapped (the default protocol: a model re-allocating large "
+    "activations then page-faults them in every forward)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ftmodel", description="Predict inference latency, "
                                  "framework tax included.")
@@ -234,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add (or re-measure) the non-eager frameworks named in --frameworks in "
                         "the existing profile at --out, keeping its eager and device parts")
     c.add_argument("--no-progress", action="store_true")
+    c.add_argument("--default-malloc", action="store_true", help=_DEFAULT_MALLOC_HELP)
     c.set_defaults(fn=cmd_calibrate)
     v = sub.add_parser("validate", help="measure one model live and compare with the prediction")
     v.add_argument("model")
@@ -241,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--profile", default="cpu")
     v.add_argument("--batch", "-b", default="1,2,4,8,16,32")
     v.add_argument("--threads", type=int, default=None)
+    v.add_argument("--default-malloc", action="store_true", help=_DEFAULT_MALLOC_HELP)
     v.set_defaults(fn=cmd_validate)
     pr = sub.add_parser("profiles", help="list built-in and calibrated profiles")
     pr.set_defaults(fn=cmd_profiles)

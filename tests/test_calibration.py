@@ -12,6 +12,7 @@ import calibration.suite as suite
 from ftmodel.api import predict_latency
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import read_profile
+from ftmodel.measure import heap_kept
 from ftmodel.zoo import mlp
 
 
@@ -205,6 +206,20 @@ def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_pa
     finally:
         torch.set_num_threads(old)
     assert path.read_bytes() == quick_profile.read_bytes()  # left as it was
+
+
+def test_update_refuses_a_profile_measured_with_another_allocator_setting(
+        quick_profile: Path, tmp_path: Path) -> None:
+    if not heap_kept():
+        pytest.skip("the quick profile was not measured with the heap kept (not glibc)")
+    assert read_profile(quick_profile).provenance["allocator"] == "heap kept"
+    data = json.loads(quick_profile.read_text())
+    del data["provenance"]["allocator"]  # as profiles from before the setting was recorded
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="allocator setting 'default'.*--default-malloc"):
+        suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False, threads=1,
+                        update=True)
 
 
 @pytest.mark.requires_cuda
