@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -36,13 +36,23 @@ from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Prediction", "LayerCost", "predict_latency", "crossover_batch", "trace",
-           "load_profile", "DTYPES", "Predictor"]
+__all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
+           "trace", "load_profile", "DTYPES", "Predictor"]
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
                   "bfloat16": "bf16"}
+
+
+class KernelArrays(NamedTuple):
+    """Per kernel of a program, what :meth:`Predictor.timeline` computes from the kernels alone:
+    device seconds (:meth:`Predictor.device_times_s`), own host seconds
+    (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`) and bytes moved."""
+
+    device_s: np.ndarray
+    own_host_s: np.ndarray
+    bytes_total: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -227,15 +237,21 @@ class Predictor:
         return blend_hot_cold(hot, cold, frac)
 
     def timeline(self, program: Program, warnings: list[str],
-                 device_s: np.ndarray | None = None) -> Timeline:
-        """``device_s``: :meth:`device_times_s` of the program's kernels, if already known."""
+                 device_s: np.ndarray | None = None, known: KernelArrays | None = None
+                 ) -> Timeline:
+        """``device_s``: :meth:`device_times_s` of the program's kernels, if already known;
+        ``known``: the same and the kernels' own host costs and bytes (a NAS oracle's memo)."""
         dev = self.profile.device
-        host_s = host_costs_s(program, self.fw_host, warnings)
+        if known is not None:
+            device_s = known.device_s
+        host_s = host_costs_s(program, self.fw_host, warnings,
+                              None if known is None else known.own_host_s)
         if device_s is None:
             device_s = self.device_times_s(program.kernels, warnings)
         im = self.fw_host.in_model
         if im:
-            moved = np.array([k.bytes_total for k in program.kernels], dtype=np.float64)
+            moved = (known.bytes_total if known is not None else
+                     np.array([k.bytes_total for k in program.kernels], dtype=np.float64))
             host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
             device_s = (device_s * im.get("device_scale", 1.0)
                         + moved * im.get("per_byte_s", 0.0))
@@ -283,10 +299,14 @@ class Predictor:
 
     def prediction(self, program: Program, batch: int, crossover_batch: float | None,
                    crossover_warnings: Sequence[str] = (),
-                   device_s: np.ndarray | None = None) -> Prediction:
-        """The Prediction for one lowered ``program`` (see :meth:`timeline` for ``device_s``)."""
+                   device_s: np.ndarray | KernelArrays | None = None) -> Prediction:
+        """The Prediction for one lowered ``program`` (``device_s``: see :meth:`timeline`, or
+        its ``known``)."""
         warnings = list(self.warnings)
-        tl = self.timeline(program, warnings, device_s)
+        if isinstance(device_s, KernelArrays):
+            tl = self.timeline(program, warnings, known=device_s)
+        else:
+            tl = self.timeline(program, warnings, device_s)
         warnings += list(program.warnings) + list(crossover_warnings)
         return Prediction(
             framework=self.framework.name, device=self.profile.name, batch=batch,

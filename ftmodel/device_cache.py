@@ -10,8 +10,9 @@ What is memoised
   raises.
 * **Per segment** (a :class:`~ftmodel.segment_trace.SegmentTrace` of an eager program assembled
   by :meth:`ftmodel.trace_cache.TraceCache.assemble_eager_parts`): its kernels' (hot, cold)
-  arrays, read from the per-kernel memo, and its :func:`~ftmodel.estimate.cache.operand_events`
-  with the segment's own storage ids.
+  arrays, read from the per-kernel memo, their own host costs and bytes moved (what the
+  timeline reads of each kernel), and its :func:`~ftmodel.estimate.cache.operand_events` with
+  the segment's own storage ids.
 
 A candidate's arrays are the concatenation of its segments' in order, the operand events'
 storage ids mapped to the program's the way the assembly maps its kernels' (tested equal to
@@ -28,8 +29,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from ftmodel.api import Predictor
+from ftmodel.api import KernelArrays, Predictor
 from ftmodel.estimate.cache import OperandEvents, operand_events
+from ftmodel.estimate.timeline import kernel_host_costs_s
 from ftmodel.frameworks.base import Kernel, Program
 from ftmodel.segment_trace import SegmentTrace
 from ftmodel.trace_cache import Part
@@ -57,6 +59,8 @@ class _Segment:
     cold: np.ndarray
     warns: bool  # some kernel's pricing warns
     events: OperandEvents  # with the segment's own storage ids and kernel indices
+    own_host_s: np.ndarray  # kernel_host_costs_s of its kernels
+    bytes_total: np.ndarray
 
 
 class DeviceCache:
@@ -76,24 +80,30 @@ class DeviceCache:
         self._segments.clear()
 
     def device_s(self, program: Program, parts: Sequence[Part] | None = None
-                 ) -> np.ndarray | None:
-        """:meth:`Predictor.device_times_s` of the program's kernels, from memoised pieces
-        (``parts``: the segments the kernels come from, in order, if known); None when some
-        kernel's pricing warns (the Predictor then prices it, warnings and all)."""
+                 ) -> KernelArrays | None:
+        """:meth:`Predictor.device_times_s` of the program's kernels, with their own host costs
+        and bytes, from memoised pieces (``parts``: the segments the kernels come from, in
+        order, if known); None when some kernel's pricing warns (the Predictor then prices it,
+        warnings and all)."""
+        pred = self.predictor
         if not parts:
             hot, cold, warns = _arrays(self._rows(program.kernels))
             if warns:
                 return None
-            return self.predictor.device_times_s(program.kernels, [], hot_cold=(hot, cold))
+            return KernelArrays(
+                pred.device_times_s(program.kernels, [], hot_cold=(hot, cold)),
+                kernel_host_costs_s(program.kernels, pred.fw_host), _bytes(program.kernels))
         segs = [self._segment(p) for p in parts]
         if any(s.warns for s in segs):
             return None
         hot_cold = (np.concatenate([s.hot for s in segs]),
                     np.concatenate([s.cold for s in segs]))
         events = (program_events(parts, [s.events for s in segs])
-                  if self.predictor.device_model.has_cold_data else None)
-        return self.predictor.device_times_s(program.kernels, [], hot_cold=hot_cold,
-                                             events=events)
+                  if pred.device_model.has_cold_data else None)
+        return KernelArrays(
+            pred.device_times_s(program.kernels, [], hot_cold=hot_cold, events=events),
+            np.concatenate([s.own_host_s for s in segs]),
+            np.concatenate([s.bytes_total for s in segs]))
 
     def _rows(self, kernels: Sequence[Kernel]) -> list[tuple[float, float, tuple[str, ...]]]:
         """Each kernel's memoised (hot, cold, warnings), pricing the ones not seen yet."""
@@ -117,7 +127,9 @@ class DeviceCache:
         hit = self._segments.get(id(part.seg))
         if hit is not None and hit.seg is part.seg:
             return hit
-        made = _Segment(part.seg, *_arrays(self._rows(part.local)), operand_events(part.local))
+        made = _Segment(part.seg, *_arrays(self._rows(part.local)), operand_events(part.local),
+                        kernel_host_costs_s(part.local, self.predictor.fw_host),
+                        _bytes(part.local))
         self._segments[id(part.seg)] = made
         return made
 
@@ -127,6 +139,10 @@ def _arrays(rows: Sequence[tuple[float, float, tuple[str, ...]]]
     """(hot, cold) arrays of memoised kernel rows, and whether some kernel's pricing warns."""
     return (np.array([r[0] for r in rows], dtype=np.float64),
             np.array([r[1] for r in rows], dtype=np.float64), any(r[2] for r in rows))
+
+
+def _bytes(kernels: Sequence[Kernel]) -> np.ndarray:
+    return np.array([k.bytes_total for k in kernels], dtype=np.float64)
 
 
 def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:

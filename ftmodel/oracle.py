@@ -19,7 +19,11 @@ What is cached
   the Trace of the whole model. Other models are traced whole. For eager, whose lowering is one
   kernel per launching record, each block's kernels are cached too, per path, with their
   storage ids relocated for the last 16 distinct places in a program they were put at, and the
-  Program is assembled from them directly (no Trace is built).
+  Program is assembled from them directly (no Trace is built). Unless the crossover is asked
+  for or the device adds helper kernels, an eager Program's kernels keep their segments' own
+  storage ids (no new Kernel objects per candidate): the cache-residency model takes the
+  program's operand identities from the segments and their placement instead, and nothing
+  else reads them.
 * **Programs, per candidate** (an LRU of ``max_programs``): the lowered Program per (structure
   of the whole model, input shapes, batch). Frameworks that lower from the trace assemble a
   new candidate's Program again (cheap: eager from its blocks' cached kernels, cudagraphs by
@@ -157,6 +161,7 @@ class CostOracle:
         fw = self.predictor.framework
         # eager's lowering is one kernel per launching record: assembled from cached segments
         self._eager = fw.name == "eager" and fw.lower_model is None
+        self._helpers = False  # whether the device adds helper kernels to eager's programs
 
     @property
     def framework(self) -> str:
@@ -263,10 +268,17 @@ class CostOracle:
         tr: Trace | None = None
         if plan.chain and len(resolved.args) == 1 and not resolved.kwargs and metas:
             if self._eager:  # eager's kernels straight from the cached segments
-                got = self.traces.assemble_eager_parts(plan, metas[0], dtype)
+                # kernels keep their segments' storage ids unless something reads them from
+                # the kernels: the crossover search, or device helper kernels (no parts then)
+                local = not self.crossover and not self._helpers
+                got = self.traces.assemble_eager_parts(plan, metas[0], dtype, relocate=not local)
                 if got is not None:
                     program = self.predictor.with_helpers(got[0])
-                    # helper kernels (GPU profiles) change the sequence: no parts then
+                    if program is not got[0] and local:  # helpers after all: relocate
+                        self._helpers = True
+                        got = self.traces.assemble_eager_parts(plan, metas[0], dtype)
+                        assert got is not None  # the same walk succeeded just before
+                        program = self.predictor.with_helpers(got[0])
                     return self._keep(key, program, got[1] if program is got[0] else None)
             tr = self.traces.assemble(model, plan, metas[0], dtype)
         if tr is None:

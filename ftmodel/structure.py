@@ -52,6 +52,7 @@ _EXACT = frozenset({int, float, bool, str, bytes, type(None), torch.dtype, torch
 _BY_IDENTITY = (enum.Enum, type, types.FunctionType, types.BuiltinFunctionType,
                 types.MethodType)
 _LIST, _SET, _DICT, _TENSOR = object(), object(), object(), object()  # markers: no collisions
+_all_exact = _EXACT.issuperset  # _all_exact(map(type, values)): every value's type is exact
 
 
 class Uncacheable(FtmodelError):
@@ -63,10 +64,11 @@ def _value_key(value: Any, attr: str) -> Hashable:
     if t in _EXACT:
         return value  # type: ignore[no-any-return]
     if t is tuple:
-        for v in value:
-            if type(v) not in _EXACT:
-                return tuple(_value_key(v, attr) for v in value)
-        return value  # type: ignore[no-any-return]
+        if _all_exact(map(type, value)):
+            return value  # type: ignore[no-any-return]
+        return tuple(_value_key(v, attr) for v in value)
+    if t is list and _all_exact(map(type, value)):
+        return (_LIST, t, tuple(value))
     if isinstance(value, _BY_IDENTITY):
         return value
     if isinstance(value, torch.Tensor):
@@ -126,25 +128,30 @@ def _own_key(module: nn.Module, walk: _Walk) -> Hashable:
         names = tuple(k for k in d if k not in _BASE_ATTRS)
         _OWN_ATTRS[cls] = (len(d), names)
         values = tuple(map(d.__getitem__, names))
-    for v in values:
-        if type(v) not in _EXACT:  # tuples are exact only if their items are
-            values = tuple([v if type(v) in _EXACT else _value_key(v, k)
-                            for k, v in zip(names, values)])
-            break
+    if not _all_exact(map(type, values)):  # tuples are exact only if their items are
+        values = tuple([v if type(v) in _EXACT or type(v) is tuple and _all_exact(map(type, v))
+                        else _value_key(v, k) for k, v in zip(names, values)])
     ids = walk.ids
     ids.add(id(module))
+    params, buffers = d["_parameters"], d["_buffers"]
+    if not params and not buffers:  # e.g. activations: the key the loops below would make
+        return walk.canon((cls, names, values, None, None))
     key: list[Any] = [cls, names, values, None]  # None separates attributes, params, buffers
-    for is_param, group in ((True, d["_parameters"]), (False, d["_buffers"])):
-        for k, t in group.items():
-            if t is None:
-                key += (k, None)
-                continue
-            key += (k, t.shape, t.dtype)
-            ids.add(id(t))
-            if is_param and walk.device is None and not t.is_meta:
-                walk.device = t.device
-        if is_param:
-            key.append(None)
+    for k, t in params.items():
+        if t is None:
+            key += (k, None)
+            continue
+        key += (k, t.shape, t.dtype)
+        ids.add(id(t))
+        if walk.device is None and not t.is_meta:
+            walk.device = t.device
+    key.append(None)
+    for k, t in buffers.items():
+        if t is None:
+            key += (k, None)
+            continue
+        key += (k, t.shape, t.dtype)
+        ids.add(id(t))
     return walk.canon(tuple(key))
 
 

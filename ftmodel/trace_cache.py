@@ -169,9 +169,16 @@ class TraceCache:
         got = self.assemble_eager_parts(plan, first, dtype)
         return None if got is None else got[0]
 
-    def assemble_eager_parts(self, plan: Plan, first: TensorMeta, dtype: torch.dtype
+    def assemble_eager_parts(self, plan: Plan, first: TensorMeta, dtype: torch.dtype,
+                             relocate: bool = True
                              ) -> tuple[Program, tuple[Part, ...]] | None:
-        """:meth:`assemble_eager` and the segments its kernels come from, in order."""
+        """:meth:`assemble_eager` and the segments its kernels come from, in order.
+
+        ``relocate=False`` leaves each segment's kernels with the segment's own storage ids
+        (the parts say how they map to the program's, see :func:`_gmap`): everything else in
+        the Program is the same, and building it costs no new Kernel objects. For a caller that
+        takes operand identities from the parts (:class:`ftmodel.device_cache.DeviceCache`),
+        never from the kernels."""
         kernels: list[Kernel] = []
         parts: list[Part] = []
         n_view = n_alloc = 0
@@ -179,10 +186,10 @@ class TraceCache:
         def emit(seg: SegmentTrace, placed: _PlacedKernels, base: int, in_global: int | None
                  ) -> None:
             nonlocal n_view, n_alloc
-            gmap = _gmap(seg, base, in_global) if base or in_global is not None else None
-            ks = placed.local if gmap is None else placed.relocated.get((base, in_global))
+            moved = relocate and (base or in_global is not None)
+            ks = placed.relocated.get((base, in_global)) if moved else placed.local
             if ks is None:
-                ks = _kernels_of(placed.templates, gmap)
+                ks = _kernels_of(placed.templates, _gmap(seg, base, in_global))
                 if len(placed.relocated) >= MAX_PLACEMENTS:
                     del placed.relocated[next(iter(placed.relocated))]  # the oldest
                 placed.relocated[(base, in_global)] = ks

@@ -147,12 +147,60 @@ def test_clearing_a_shared_cache_never_aliases_keys(tiny_profile: HardwareProfil
     assert got == predict_latency(second, "eager", tiny_profile, 1, inputs=x)
 
 
+def test_identical_with_the_cache_model_and_no_crossover(profile_factory: Any) -> None:
+    """Without the crossover search an eager program's kernels keep their segments' storage
+    ids; with a cache model (which reads operand identities) the predictions are still those
+    of predict_latency, and the assembled kernels differ from the relocated ones only there."""
+    from dataclasses import replace
+
+    from tests.conftest import _byte_rows, _mac_rows
+    from ftmodel.device_cache import program_events
+    from ftmodel.estimate.cache import operand_events
+    from ftmodel.hardware.profile import OpClassData
+
+    def curve(rows: Any) -> OpClassData:
+        return OpClassData("samples", rows, cold_s=tuple(3.0 * r[3] for r in rows))
+    classes = {c: curve(_mac_rows()) for c in ("gemm", "conv", "conv_grouped", "bmm")}
+    classes.update({c: curve(_byte_rows()) for c in ("elementwise", "copy", "norm", "pool",
+                                                     "reduction", "softmax", "embedding")})
+    prof = profile_factory(op_classes=classes, cache={"lo_bytes": 2e5, "hi_bytes": 2e6})
+    oracle = CostOracle("eager", prof)
+    assert oracle.predictor.device_model.has_cold_data
+    x = SPACE.input_spec()
+    for cfg in _candidates(3, seed=9) * 2:
+        model = SPACE.build(cfg, device="meta")
+        got = oracle.latency(model, [1, 4], x)
+        want = predict_latency(model, "eager", prof, [1, 4], inputs=x)
+        for a, b in zip(got, want):
+            assert a.latency_s == b.latency_s and a.layers == b.layers
+        plan = plan_of(model, oracle.traces.intern)
+        _, metas = input_meta(model, x, 4, torch.float32, plan.device)
+        local = oracle.traces.assemble_eager_parts(plan, metas[0], torch.float32,
+                                                   relocate=False)
+        full = oracle.traces.assemble_eager_parts(plan, metas[0], torch.float32)
+        assert local is not None and full is not None
+        assert local[1] == full[1]
+        assert local[0].kernels != full[0].kernels  # later segments' ids are not relocated
+        assert [replace(k, reads=(), writes=()) for k in local[0].kernels] == [
+            replace(k, reads=(), writes=()) for k in full[0].kernels]
+        assert local[0].host_events == full[0].host_events
+        mapped = program_events(local[1], [operand_events(p.local) for p in local[1]])
+        for a, b in zip(mapped, operand_events(full[0].kernels)):
+            assert a.tolist() == b.tolist()
+
+
 def test_identical_on_async_gpu_profile() -> None:
     """Built-in GPU profile: helper-kernel expansion and the two-timeline recurrence."""
     model = _mlp()
     x = torch.randn(2, 8)
     got = CostOracle("eager", "a100", crossover=True).latency(model, [1, 8], x)
-    assert got == predict_latency(model, "eager", "a100", [1, 8], inputs=x)
+    want = predict_latency(model, "eager", "a100", [1, 8], inputs=x)
+    assert got == want
+    # without the crossover: helper kernels make the oracle relocate the kernels after all
+    fast = CostOracle("eager", "a100")
+    for a, b in zip(fast.latency(model, [1, 8], x), want):
+        assert a.latency_s == b.latency_s and a.layers == b.layers
+    assert fast._helpers
 
 
 def test_not_a_sequential_is_traced_whole(tiny_profile: HardwareProfile) -> None:

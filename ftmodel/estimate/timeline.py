@@ -15,16 +15,16 @@ over the kernels; each kernel adds its own ``kernel:<class>`` cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq
 
-from ftmodel.frameworks.base import Program
+from ftmodel.frameworks.base import Kernel, Program
 from ftmodel.hardware.profile import FrameworkHost
 
-__all__ = ["Timeline", "host_costs_s", "run_timeline", "crossover"]
+__all__ = ["Timeline", "host_costs_s", "kernel_host_costs_s", "run_timeline", "crossover"]
 
 
 @dataclass(frozen=True)
@@ -39,18 +39,27 @@ class Timeline:
     device_s: np.ndarray  # k_i per kernel
 
 
-def host_costs_s(program: Program, host: FrameworkHost, warnings: list[str]) -> np.ndarray:
-    """o_i for each kernel: its own kernel event plus an even share of the other events."""
+def kernel_host_costs_s(kernels: Sequence[Kernel], host: FrameworkHost) -> np.ndarray:
+    """Each kernel's own ``kernel:<class>`` host cost (``kernel:elementwise``'s for a class the
+    profile does not price): the part of :func:`host_costs_s` that depends on the kernel alone."""
+    per = host.per_event_s
+    default_kernel = per.get("kernel:elementwise", 0.0)
+    cost = {c: per.get(f"kernel:{c}", default_kernel) for c in {k.op_class for k in kernels}}
+    return np.array([cost[k.op_class] for k in kernels], dtype=np.float64)
+
+
+def host_costs_s(program: Program, host: FrameworkHost, warnings: list[str],
+                 own: np.ndarray | None = None) -> np.ndarray:
+    """o_i for each kernel: its own kernel event plus an even share of the other events.
+    ``own``: :func:`kernel_host_costs_s` of the program's kernels, if already known."""
     per = host.per_event_s
     n = len(program.kernels)
     missing = sorted({e for e, c in program.host_events.items() if c and e not in per
                       and not e.startswith("kernel:")})
     if missing:
         warnings.append(f"host profile prices no {', '.join(missing)} events; counted as free")
-    default_kernel = per.get("kernel:elementwise", 0.0)
-    cost = {c: per.get(f"kernel:{c}", default_kernel)
-            for c in {k.op_class for k in program.kernels}}
-    own = np.array([cost[k.op_class] for k in program.kernels])
+    if own is None:
+        own = kernel_host_costs_s(program.kernels, host)
     shared = sum(c * per.get(e, 0.0) for e, c in program.host_events.items()
                  if not e.startswith("kernel:"))
     if n == 0:
