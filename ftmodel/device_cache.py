@@ -24,7 +24,7 @@ would compute itself, so the result is the same to the bit.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
 import numpy as np
@@ -34,7 +34,7 @@ from ftmodel.estimate.cache import OperandEvents, operand_events
 from ftmodel.estimate.timeline import kernel_host_costs_s
 from ftmodel.frameworks.base import Kernel, Program
 from ftmodel.segment_trace import SegmentTrace
-from ftmodel.trace_cache import Part
+from ftmodel.trace_cache import MAX_PLACEMENTS, Part
 
 __all__ = ["DeviceCache", "program_events"]
 
@@ -61,6 +61,9 @@ class _Segment:
     events: OperandEvents  # with the segment's own storage ids and kernel indices
     own_host_s: np.ndarray  # kernel_host_costs_s of its kernels
     bytes_total: np.ndarray
+    # its events' storage ids mapped to a program's, per placement (base, in_global): the
+    # last MAX_PLACEMENTS ones
+    mapped: dict[tuple[int, int | None], np.ndarray] = field(default_factory=dict)
 
 
 class DeviceCache:
@@ -98,8 +101,7 @@ class DeviceCache:
             return None
         hot_cold = (np.concatenate([s.hot for s in segs]),
                     np.concatenate([s.cold for s in segs]))
-        events = (program_events(parts, [s.events for s in segs])
-                  if pred.device_model.has_cold_data else None)
+        events = _events(parts, segs) if pred.device_model.has_cold_data else None
         return KernelArrays(
             pred.device_times_s(program.kernels, [], hot_cold=hot_cold, events=events),
             np.concatenate([s.own_host_s for s in segs]),
@@ -139,6 +141,37 @@ def _arrays(rows: Sequence[tuple[float, float, tuple[str, ...]]]
     """(hot, cold) arrays of memoised kernel rows, and whether some kernel's pricing warns."""
     return (np.array([r[0] for r in rows], dtype=np.float64),
             np.array([r[1] for r in rows], dtype=np.float64), any(r[2] for r in rows))
+
+
+def _events(parts: Sequence[Part], segs: Sequence[_Segment]) -> OperandEvents:
+    """:func:`program_events` of ``parts``, with each part's mapped storage ids memoised per
+    placement (kernels without operand identities, whose ids depend on their index in the
+    program, take :func:`program_events` itself)."""
+    if any(len(s.events.fallback) for s in segs):
+        return program_events(parts, [s.events for s in segs])
+    sids = []
+    for p, s in zip(parts, segs):
+        where = (p.base, p.in_global)
+        got = s.mapped.get(where)
+        if got is None:  # program_events' mapping, for one part
+            sid = s.events.sids
+            if p.in_global is None:
+                got = sid + p.base
+            else:
+                in_sid = p.seg.in_sid
+                got = sid + p.base - (sid > in_sid)
+                got[sid == in_sid] = p.in_global
+            if len(s.mapped) >= MAX_PLACEMENTS:
+                del s.mapped[next(iter(s.mapped))]  # the oldest
+            s.mapped[where] = got
+        sids.append(got)
+    offsets = np.zeros(len(parts), dtype=np.int64)  # kernels before each part
+    np.cumsum([len(p.local) for p in parts[:-1]], out=offsets[1:])
+    owner = np.concatenate([s.events.owner for s in segs]) + np.repeat(
+        offsets, [len(s.events.sids) for s in segs])
+    return OperandEvents(np.concatenate(sids), np.concatenate([s.events.sizes for s in segs]),
+                         np.concatenate([s.events.is_read for s in segs]), owner,
+                         np.zeros(0, dtype=np.int64))
 
 
 def _bytes(kernels: Sequence[Kernel]) -> np.ndarray:

@@ -277,9 +277,25 @@ class _PlacedKernels:
     relocated: dict[tuple[int, int | None], tuple[Kernel, ...]] = field(default_factory=dict)
 
 
-def _placed_kernels(seg: SegmentTrace, path: str) -> _PlacedKernels:
-    """``seg``'s eager kernels with module paths under ``path`` (see :class:`_PlacedKernels`)."""
-    at = {f: i for i, f in enumerate(_RECORD_REST)}
+@dataclass(frozen=True)
+class _SegmentKernels:
+    """What :func:`_placed_kernels` makes of a segment wherever it is placed: its kernels' field
+    dicts with module paths relative to the segment, their host events, and its numbers of
+    view and alloc records."""
+
+    templates: tuple[dict[str, Any], ...]
+    events: list[str]
+    n_view: int
+    n_alloc: int
+
+
+_AT = {f: i for i, f in enumerate(_RECORD_REST)}
+
+
+def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:
+    """``seg``'s eager kernels (one per launching record, as ``eager.lower`` makes them) with
+    module paths relative to the segment."""
+    at = _AT
     out, n_view, n_alloc = [], 0, 0
     for rel, rest in seg.records:
         cls = rest[at["op_class"]]
@@ -290,12 +306,26 @@ def _placed_kernels(seg: SegmentTrace, path: str) -> _PlacedKernels:
         out.append({"op_class": cls, "macs": rest[at["macs"]],
                     "bytes_read": rest[at["bytes_read"]],
                     "bytes_written": rest[at["bytes_written"]],
-                    "module_path": f"{path}.{rel}" if rel else path,
+                    "module_path": rel,
                     "members": (rest[at["op"]],), "dtype": rest[at["dtype"]],
                     "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
                     "reads": rest[at["reads"]], "writes": rest[at["writes"]]})
-    local = _kernels_of(out, None)
-    return _PlacedKernels(out, local, list(kernel_events(local).elements()), n_view, n_alloc)
+    events = list(kernel_events(_kernels_of(out, None)).elements())
+    return _SegmentKernels(tuple(out), events, n_view, n_alloc)
+
+
+def _placed_kernels(seg: SegmentTrace, path: str) -> _PlacedKernels:
+    """``seg``'s eager kernels with module paths under ``path`` (see :class:`_PlacedKernels`);
+    the path-independent part is made once per segment (kept on the SegmentTrace)."""
+    sk: _SegmentKernels | None = seg.__dict__.get("_eager_kernels")
+    if sk is None:
+        sk = _segment_kernels(seg)
+        object.__setattr__(seg, "_eager_kernels", sk)  # a memo, not a field: eq/hash unchanged
+    out = [{**t, "module_path": f"{path}.{t['module_path']}" if t["module_path"] else path}
+           for t in sk.templates]
+    make = _MAKE[Kernel]
+    local = tuple([make(d) for d in out])  # the dicts are never changed: relocation copies
+    return _PlacedKernels(out, local, sk.events, sk.n_view, sk.n_alloc)
 
 
 def _kernels_of(templates: list[dict[str, Any]], gmap: list[int] | None
