@@ -57,6 +57,9 @@ class TraceCache:
         self._data: dict[Hashable, SegmentTrace] = {}
         self.intern = KeyNumbers()  # see plan_of
         self._placed: dict[tuple[int, str, Any], Any] = {}  # (id(seg), path, placer)
+        # per segment, its eager kernels wherever placed: id(seg) -> (seg, kernels)
+        self._seg_kernels: dict[int, tuple[SegmentTrace, _SegmentKernels]] = {}
+        self._place_eager = self._placed_kernels  # one object: part of _placed's keys
         self.hits = 0
         self.misses = 0
 
@@ -67,6 +70,7 @@ class TraceCache:
         self._data.clear()
         self.intern.clear()
         self._placed.clear()
+        self._seg_kernels.clear()
         self.hits = self.misses = 0
 
     def segment(self, module: nn.Module, key: Hashable | None, meta: TensorMeta,
@@ -142,6 +146,15 @@ class TraceCache:
             meta = seg.out
         return n_calls, counters
 
+    def _placed_kernels(self, seg: SegmentTrace, path: str) -> _PlacedKernels:
+        """``seg``'s eager kernels placed at ``path``; the path-independent part
+        (:func:`_segment_kernels`) is made once per segment."""
+        hit = self._seg_kernels.get(id(seg))
+        if hit is None or hit[0] is not seg:
+            hit = (seg, _segment_kernels(seg))
+            self._seg_kernels[id(seg)] = hit
+        return _placed_kernels(hit[1], path)
+
     def assemble(self, model: nn.Module, plan: Plan, first: TensorMeta, dtype: torch.dtype
                  ) -> Trace | None:
         """The whole model's Trace from segment traces, or None if it cannot be assembled."""
@@ -200,7 +213,7 @@ class TraceCache:
             n_alloc += placed.n_alloc
 
         names: list[str] = []
-        walked = self._walk(plan, first, dtype, _placed_kernels, emit)
+        walked = self._walk(plan, first, dtype, self._place_eager, emit)
         if walked is None:
             return None
         n_calls, counters = walked
@@ -314,13 +327,9 @@ def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:
     return _SegmentKernels(tuple(out), events, n_view, n_alloc)
 
 
-def _placed_kernels(seg: SegmentTrace, path: str) -> _PlacedKernels:
-    """``seg``'s eager kernels with module paths under ``path`` (see :class:`_PlacedKernels`);
-    the path-independent part is made once per segment (kept on the SegmentTrace)."""
-    sk: _SegmentKernels | None = seg.__dict__.get("_eager_kernels")
-    if sk is None:
-        sk = _segment_kernels(seg)
-        object.__setattr__(seg, "_eager_kernels", sk)  # a memo, not a field: eq/hash unchanged
+def _placed_kernels(sk: _SegmentKernels, path: str) -> _PlacedKernels:
+    """A segment's eager kernels (``sk``) with module paths under ``path`` (see
+    :class:`_PlacedKernels`)."""
     out = [{**t, "module_path": f"{path}.{t['module_path']}" if t["module_path"] else path}
            for t in sk.templates]
     make = _MAKE[Kernel]
