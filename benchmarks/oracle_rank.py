@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.measure import allocator_setting, cpu_name, keep_heap, set_threads  # noqa: E402
+from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  # noqa: E402
+                             keep_heap, set_threads)
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.validation import LiveModel, LivePoint, compare_live_many  # noqa: E402
@@ -87,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--resolution", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--default-malloc", action="store_true",
-                    help="measure with glibc malloc's defaults instead of keeping the heap "
-                         "mapped (ftmodel.measure.keep_heap)")
+    ap.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.1)
     ap.add_argument("--out", default=str(RESULTS / "oracle-rank"))

@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.hardware.registry import default_profile_path, load_profile  # noqa: E402
-from ftmodel.measure import (allocator_setting, cpu_name, keep_heap,  # noqa: E402
+from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  # noqa: E402
+                             keep_heap,
                              measure_interleaved, set_threads)
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import CandidateConfig, MobileNetV2Space  # noqa: E402
@@ -122,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--default-malloc", action="store_true",
-                    help="measure with glibc malloc's defaults instead of keeping the heap "
-                         "mapped (ftmodel.measure.keep_heap)")
+    ap.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of a live measurement")
     ap.add_argument("--round-s", type=float, default=0.1, help="seconds per round")
     ap.add_argument("--live", type=int, default=5, help="candidates measured live")

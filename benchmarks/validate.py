@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import allocator_setting, cpu_name, keep_heap, set_threads  # noqa: E402
+from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  # noqa: E402
+                             keep_heap, set_threads)
 from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
                                 summarize)
 from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
@@ -180,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(VALIDATION_SET))
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--default-malloc", action="store_true",
-                    help="measure with glibc malloc's defaults instead of keeping the heap "
-                         "mapped (ftmodel.measure.keep_heap)")
+    ap.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--out-dir", default=str(RESULTS))

@@ -299,14 +299,10 @@ class Predictor:
 
     def prediction(self, program: Program, batch: int, crossover_batch: float | None,
                    crossover_warnings: Sequence[str] = (),
-                   device_s: np.ndarray | KernelArrays | None = None) -> Prediction:
-        """The Prediction for one lowered ``program`` (``device_s``: see :meth:`timeline`, or
-        its ``known``)."""
+                   known: KernelArrays | None = None) -> Prediction:
+        """The Prediction for one lowered ``program`` (``known``: see :meth:`timeline`)."""
         warnings = list(self.warnings)
-        if isinstance(device_s, KernelArrays):
-            tl = self.timeline(program, warnings, known=device_s)
-        else:
-            tl = self.timeline(program, warnings, device_s)
+        tl = self.timeline(program, warnings, known=known)
         warnings += list(program.warnings) + list(crossover_warnings)
         return Prediction(
             framework=self.framework.name, device=self.profile.name, batch=batch,

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftmodel.errors import FtmodelError
+from ftmodel.measure import DEFAULT_MALLOC_HELP
 
 __all__ = ["main"]
 
@@ -202,12 +203,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-_DEFAULT_MALLOC_HELP = (
-    "measure with glibc malloc's defaults, which give large freed blocks back to the OS, "
-    "instead of keeping the heap mapped (the default protocol: a model re-allocating large "
-    "activations then page-faults them in every forward)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ftmodel", description="Predict inference latency, "
                                  "framework tax included.")
@@ -243,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add (or re-measure) the non-eager frameworks named in --frameworks in "
                         "the existing profile at --out, keeping its eager and device parts")
     c.add_argument("--no-progress", action="store_true")
-    c.add_argument("--default-malloc", action="store_true", help=_DEFAULT_MALLOC_HELP)
+    c.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     c.set_defaults(fn=cmd_calibrate)
     v = sub.add_parser("validate", help="measure one model live and compare with the prediction")
     v.add_argument("model")
@@ -251,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--profile", default="cpu")
     v.add_argument("--batch", "-b", default="1,2,4,8,16,32")
     v.add_argument("--threads", type=int, default=None)
-    v.add_argument("--default-malloc", action="store_true", help=_DEFAULT_MALLOC_HELP)
+    v.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     v.set_defaults(fn=cmd_validate)
     pr = sub.add_parser("profiles", help="list built-in and calibrated profiles")
     pr.set_defaults(fn=cmd_profiles)

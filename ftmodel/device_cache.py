@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 from operator import attrgetter
 
 import numpy as np
@@ -153,14 +154,9 @@ def _events(parts: Sequence[Part], segs: Sequence[_Segment]) -> OperandEvents:
     for p, s in zip(parts, segs):
         where = (p.base, p.in_global)
         got = s.mapped.get(where)
-        if got is None:  # program_events' mapping, for one part
-            sid = s.events.sids
-            if p.in_global is None:
-                got = sid + p.base
-            else:
-                in_sid = p.seg.in_sid
-                got = sid + p.base - (sid > in_sid)
-                got[sid == in_sid] = p.in_global
+        if got is None:
+            in_sid = _NO_INPUT if p.in_global is None else p.seg.in_sid
+            got = _map_sids(s.events.sids, p.base, in_sid, p.in_global or 0)
             if len(s.mapped) >= MAX_PLACEMENTS:
                 del s.mapped[next(iter(s.mapped))]  # the oldest
             s.mapped[where] = got
@@ -178,6 +174,13 @@ def _bytes(kernels: Sequence[Kernel]) -> np.ndarray:
     return np.array([k.bytes_total for k in kernels], dtype=np.float64)
 
 
+def _map_sids(sid: np.ndarray, base: Any, in_sid: Any, in_global: Any) -> np.ndarray:
+    """Segment-local storage ids -> the program's, as :func:`ftmodel.trace_cache._gmap` maps
+    them (per event, or one value for all): the input's (``in_sid``) becomes ``in_global``,
+    the others are numbered after ``base``, skipping the input's."""
+    return np.where(sid == in_sid, in_global, sid + base - (sid > in_sid))
+
+
 def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:
     """The operand events of the program assembled from ``parts``, from each part's events with
     its own storage ids and kernel indices (``local``): kernel indices shifted by the kernels
@@ -192,10 +195,8 @@ def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> Ope
                       dtype=np.int64)[which]
     sid = np.concatenate([e.sids for e in local])
     owner = np.concatenate([e.owner for e in local]) + offsets[which]
-    mapped = sid + np.array([p.base for p in parts], dtype=np.int64)[which] - (sid > in_sid)
-    keeps = sid == in_sid
-    if keeps.any():
-        mapped[keeps] = np.array([p.in_global or 0 for p in parts], dtype=np.int64)[which][keeps]
+    mapped = _map_sids(sid, np.array([p.base for p in parts], dtype=np.int64)[which], in_sid,
+                       np.array([p.in_global or 0 for p in parts], dtype=np.int64)[which])
     anonymous = sid < 0
     if anonymous.any():
         mapped[anonymous] = -1 - owner[anonymous]

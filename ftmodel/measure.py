@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
-           "allocator_setting", "cache_flusher", "captured_repeats", "cpu_name", "heap_kept",
+           "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats", "cpu_name", "heap_kept",
            "keep_heap",
            "last_level_cache_bytes", "set_threads", "synchronize"]
 
@@ -112,6 +112,12 @@ def keep_heap() -> bool:
         (_M_TOP_PAD, _TOP_PAD_BYTES)))
     _heap_kept = ok
     return ok
+
+
+DEFAULT_MALLOC_HELP = (
+    "measure with glibc malloc's defaults, which give large freed blocks back to the OS, "
+    "instead of keeping the heap mapped (ftmodel.measure.keep_heap; with the defaults a model "
+    "re-allocating large activations page-faults them in every forward)")
 
 
 def heap_kept() -> bool:

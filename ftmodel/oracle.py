@@ -250,7 +250,7 @@ class CostOracle:
         for b in batches:
             program, parts = self._program(model, plan, inputs, b)
             out.append(pred.prediction(program, b, xover, warn_x,
-                                       self._device.device_s(program, parts)))
+                                       known=self._device.device_s(program, parts)))
         return out
 
     def _program(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int

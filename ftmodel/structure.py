@@ -67,8 +67,6 @@ def _value_key(value: Any, attr: str) -> Hashable:
         if _all_exact(map(type, value)):
             return value  # type: ignore[no-any-return]
         return tuple(_value_key(v, attr) for v in value)
-    if t is list and _all_exact(map(type, value)):
-        return (_LIST, t, tuple(value))
     if isinstance(value, _BY_IDENTITY):
         return value
     if isinstance(value, torch.Tensor):
@@ -137,21 +135,17 @@ def _own_key(module: nn.Module, walk: _Walk) -> Hashable:
     if not params and not buffers:  # e.g. activations: the key the loops below would make
         return walk.canon((cls, names, values, None, None))
     key: list[Any] = [cls, names, values, None]  # None separates attributes, params, buffers
-    for k, t in params.items():
-        if t is None:
-            key += (k, None)
-            continue
-        key += (k, t.shape, t.dtype)
-        ids.add(id(t))
-        if walk.device is None and not t.is_meta:
-            walk.device = t.device
-    key.append(None)
-    for k, t in buffers.items():
-        if t is None:
-            key += (k, None)
-            continue
-        key += (k, t.shape, t.dtype)
-        ids.add(id(t))
+    for is_param, group in ((True, params), (False, buffers)):
+        for k, t in group.items():
+            if t is None:
+                key += (k, None)
+                continue
+            key += (k, t.shape, t.dtype)
+            ids.add(id(t))
+            if is_param and walk.device is None and not t.is_meta:
+                walk.device = t.device
+        if is_param:
+            key.append(None)
     return walk.canon(tuple(key))
 
 
