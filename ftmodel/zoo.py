@@ -16,7 +16,7 @@ from torch import nn
 
 from ftmodel.errors import UnknownNameError
 
-__all__ = ["ZooModel", "ZOO", "get_model", "mlp"]
+__all__ = ["ZooModel", "ZOO", "get_model", "lookup", "mlp"]
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,15 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
 VALIDATION_SET = tuple(n for n in ZOO if n not in ("resnet50", "bert-base"))
 
 
-def get_model(name: str) -> ZooModel:
+def lookup(models: dict[str, ZooModel], kind: str, name: str, hint: str) -> ZooModel:
+    """The entry of ``models`` called ``name`` (case-insensitive), or an error naming ``kind``,
+    the valid names and ``hint``."""
     key = name.strip().lower()
-    for n, m in ZOO.items():
+    for n, m in models.items():
         if n.lower() == key:
             return m
-    raise UnknownNameError("model", name, list(ZOO),
-                           "Pass an nn.Module from Python for models outside the zoo.")
+    raise UnknownNameError(kind, name, list(models), hint)
+
+
+def get_model(name: str) -> ZooModel:
+    return lookup(ZOO, "model", name, "Pass an nn.Module from Python for models outside the zoo.")
