@@ -192,7 +192,8 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
             lines.append(f"| {b} | {half} | " + _cells(br, heaps) + " |")
     lines += ["", "## Per model (predicted / measured ms per batch)", "",
               "| model | family | half | heap | " + " | ".join(
-                  f"b{b}" for b in sorted({r["batch"] for r in rows})) + " | faults/call |",
+                  f"b{b}" for b in sorted({r["batch"] for r in rows}))
+              + " | page faults per call, measured (predicted) |",
               "|---|---|---|---|" + "---|" * (len({r["batch"] for r in rows}) + 1)]
     for name in CORPUS:
         for heap in heaps:
@@ -203,7 +204,8 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
                     f"| {name} | {mr[0]['family']} | {mr[0]['half']} | {heap} | " + " | ".join(
                         f"{r['predicted_s'] * 1e3:.2f} / {r['measured_s'] * 1e3:.2f}"
                         for r in mr) + " | " + ", ".join(
-                        f"{r['faults_per_call']:.0f}" for r in mr) + " |")
+                        f"{r['faults_per_call']:.0f} ({r['predicted_faults']:.0f})"
+                        for r in mr) + " |")
     crashes = {m: why for m, why in failed.items() if why.startswith("crash")}
     lines += ["", "## Models without a prediction", ""]
     if not failed:
@@ -223,9 +225,17 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                   names: Sequence[str], batches: Sequence[int], heaps: Sequence[str],
                   out: Path) -> None:
     started = time.time()
-    predictor = Predictor(framework, profile)
-    print(f"{framework}: predicting {len(names)} models x batches {list(batches)}", flush=True)
-    preds, failed = _predict(predictor, names, batches)
+    preds_by_heap: dict[str, dict[tuple[str, int], Any]] = {}
+    failed: dict[str, str] = {}
+    for heap in sorted(heaps):  # "kept" first: "plain" reuses it where the heap is moot
+        predictor = Predictor(framework, profile, heap=heap)
+        if predictor.heap in preds_by_heap:
+            preds_by_heap[heap] = preds_by_heap[predictor.heap]
+            continue
+        print(f"{framework}: predicting {len(names)} models x batches {list(batches)} "
+              f"(heap {predictor.heap})", flush=True)
+        preds_by_heap[heap], failed = _predict(predictor, names, batches)
+        preds_by_heap[predictor.heap] = preds_by_heap[heap]
     rows: list[dict[str, Any]] = []
     run_failed: dict[str, str] = {}
     print(f"{framework}: measuring, one process per model and heap setting", flush=True)
@@ -242,7 +252,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
             for b in batches:
                 m = res["points"][str(b)]
                 rounds = m["round_medians_s"]
-                p = preds.get((name, b))
+                p = preds_by_heap[heap].get((name, b))
                 shown.append(f"b{b} {m['time_s'] * 1e3:.2f}"
                              + (f"/{p.latency_s * 1e3:.2f}" if p is not None else ""))
                 if p is None:
@@ -252,7 +262,9 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     "half": "held-out" if is_held_out(name) else "tuning",
                     "framework": framework, "heap": heap, "batch": b,
                     "measured_s": m["time_s"], "spread": max(rounds) / min(rounds) - 1,
-                    "faults_per_call": m["faults_per_call"], "predicted_s": p.latency_s,
+                    "faults_per_call": m["faults_per_call"],
+                    "predicted_faults": getattr(p, "page_faults", 0.0),
+                    "predicted_heap": getattr(p, "heap", "kept"), "predicted_s": p.latency_s,
                     "ratio": p.latency_s / m["time_s"],
                     "ape": abs(p.latency_s - m["time_s"]) / m["time_s"],
                     "overhead_s": p.overhead_s, "compute_s": p.compute_s, "macs": p.macs,

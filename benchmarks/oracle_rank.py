@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     summary: list[dict[str, object]] = []
     max_diff = 0.0
     for fw in fws:
-        oracle = CostOracle(fw, profile)
+        heap = "plain" if args.default_malloc else "kept"  # the state this process measures in
+        oracle = CostOracle(fw, profile, heap=heap)
         t0 = time.perf_counter()
         res = oracle.latencies({n: space.build(c, "meta") for n, c in zip(names, cfgs)},
                                batches, space.input_spec())
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
               f"measuring {len(names)} candidates × batches {batches} live ...", flush=True)
         points: list[LivePoint] = compare_live_many(
             [LiveModel(n, real[n], space.inputs) for n in names], batches,
-            Predictor(fw, profile), rounds=args.rounds, round_s=args.round_s,
+            Predictor(fw, profile, heap=heap), rounds=args.rounds, round_s=args.round_s,
             on_skip=lambda name, err: skipped.__setitem__(name, str(err)))
         print(f"[{time.time() - t_start:6.0f} s] {fw}: measured", flush=True)
         for name, why in skipped.items():

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = {str(i): f"c{i:02d}" for i in picked}
         configs = {str(i): str(cfgs[i]) for i in picked}
         largest = {str(i): sizes[i] for i in picked}
-        oracle = CostOracle("eager", args.profile)
+        oracle = CostOracle("eager", args.profile, heap="kept")
         predicted = {str(i): oracle.latency(space.build(cfgs[i], device="meta"), args.batch,
                                             space.input_spec()).latency_s for i in picked}
         child = ["--indices", ",".join(keys)]

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = list(csv.DictReader(open(args.csv)))
     fw = args.framework or rows[0]["framework"]
     profile = load_profile(args.profile)  # a path or a built-in name
-    predictor = Predictor(fw, profile, host=args.host)
+    predictor = Predictor(fw, profile, host=args.host, heap="kept")  # as validate.py measures
     by_model: dict[str, list[dict[str, str]]] = {}
     for r in rows:
         by_model.setdefault(r["model"], []).append(r)

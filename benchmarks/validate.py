@@ -133,7 +133,8 @@ def _validate_one(framework: str, profile: Any, profile_path: Path, args: argpar
                   batches: list[int], out: Path, threads: int, tag: str
                   ) -> dict[str, dict[str, float]]:
     started = time.time()
-    predictor = Predictor(framework, profile, host=args.host)
+    predictor = Predictor(framework, profile, host=args.host,
+                          heap="plain" if args.default_malloc else "kept")
     device = _device_label(profile)
     skipped: dict[str, str] = {}
 

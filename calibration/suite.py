@@ -44,6 +44,7 @@ import datetime as _dt
 import os
 import socket
 import time
+from dataclasses import replace
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from calibration.allocator import probe_page_fault_s
 from calibration.cache import fit_cache_model, probe_cache
 from calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from calibration.framework_host import compile_limits, framework_host_stage
@@ -66,7 +68,7 @@ from ftmodel.frameworks.base import canonical_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, keep_heap,
+from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_kept, keep_heap,
                              last_level_cache_bytes, measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
@@ -116,12 +118,21 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 
+def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
+                      bar: _Progress) -> HostProfile:
+    """``host`` with this machine's price of a freshly mapped page (calibration.allocator)."""
+    provenance["page_fault_probe"] = probe_page_fault_s(rounds)
+    bar.step("page-fault probe", 1)
+    return replace(host, page_fault_s=provenance["page_fault_probe"]["page_fault_s"])
+
+
 def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
                     rounds: int, framework: str = "eager") -> FrameworkHost:
     """Fit how op costs add up inside whole (random, synthetic) networks."""
     from ftmodel.api import Predictor
 
-    predictor = Predictor(framework, partial)
+    # the networks are measured in this process: with the heap kept unless --default-malloc
+    predictor = Predictor(framework, partial, heap="kept" if heap_kept() else "plain")
     fw = predictor.framework
     # inductor compiles every network × batch (1-3 s each): two batches, but all 18 networks
     # (6 small ones left its device scale to a few host-bound points: 0.83 against eager's 1.12)
@@ -217,7 +228,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         sweeps = op_samples(quick, CPU_GRID)
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
-        + 2 * len(extra) + framework_curve_steps(extra, device)
+        + 2 * len(extra) + framework_curve_steps(extra, device) + (device == "cpu")
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -259,7 +270,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         with torch.no_grad():
             if base is None:  # the eager host part and the shared device half
                 fh = _host_stage(programs, device, rounds, round_s, bar)
-                host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+                host = replace(host, frameworks={"eager": fh})
+                if device == "cpu":  # before the in-model stage, which predicts with it
+                    host = _page_fault_stage(host, provenance, rounds, bar)
                 if flush is not None:
                     provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
                     cache = fit_cache_model(provenance["cache_probe"])
@@ -282,8 +295,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         cold_s=tuple(t for d in math for t in d.cold_s)
                         if all(d.cold_s for d in math) else ())
                 fh = in_model(snapshot(False), fh, device, quick, rounds)
-                host = HostProfile(host.name, host.cpu, host.threads, {"eager": fh})
+                host = replace(host, frameworks={"eager": fh})
                 bar.step("synthetic networks", 1)
+                write_profile(snapshot(False), path)
+            if device == "cpu" and host.page_fault_s == 0.0:  # added to an older profile
+                host = _page_fault_stage(host, provenance, rounds, bar)
                 write_profile(snapshot(False), path)
             stage_s: dict[str, float] = dict(provenance.get("framework_stage_s", {}))
             provenance["framework_stage_s"] = stage_s
@@ -291,8 +307,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 t0 = time.time()
                 with compile_limits(fw_name):
                     ffh = framework_host_stage(fw_name, device, quick, rounds, round_s)
-                    host = HostProfile(host.name, host.cpu, host.threads,
-                                       {**host.frameworks, fw_name: ffh})
+                    host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                     bar.step(f"{fw_name} host programs", 1)
                     write_profile(snapshot(False), path)
                     if fw_name in FRAMEWORK_SWEEPS and device == "cpu":
@@ -303,8 +318,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         raw.update(curve_raw)
                         write_profile(snapshot(False), path)
                     ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
-                host = HostProfile(host.name, host.cpu, host.threads,
-                                   {**host.frameworks, fw_name: ffh})
+                host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                 stage_s[fw_name] = round(time.time() - t0, 1)
                 bar.step(f"{fw_name} synthetic networks", 1)
                 write_profile(snapshot(False), path)

@@ -9,7 +9,7 @@ profile's provenance keeps the original calibration's date and settings and gain
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +80,8 @@ def kept_for_update(base: HardwareProfile, frameworks: list[str],
         raw={c: r for c, r in base.provenance.get("raw_op_times", {}).items()
              if not c.startswith(own)},
         cache=dict(base.device.cache),
-        host=HostProfile(base.host.name, base.host.cpu, base.host.threads,
-                         {f: h for f, h in base.host.frameworks.items() if f not in frameworks}),
+        host=replace(base.host, frameworks={f: h for f, h in base.host.frameworks.items()
+                                            if f not in frameworks}),
         provenance={**base.provenance, "updates": updates, "complete": False,
                     "frameworks": listed},
         duration_s=float(base.provenance.get("duration_s", 0.0)))

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ftmodel.errors import InvalidArgumentError, ProfileError
+from ftmodel.estimate.allocator import page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
@@ -39,6 +40,7 @@ from ftmodel.tracing.records import Trace
 __all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
            "trace", "load_profile", "DTYPES", "Predictor"]
 
+HEAPS = ("plain", "kept")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
@@ -86,6 +88,8 @@ class Prediction:
     layers: tuple[LayerCost, ...] = ()
     warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    heap: str = "kept"  # the malloc state predicted: "plain" (glibc's defaults) or "kept"
+    page_faults: float = 0.0  # minor page faults per forward pass counted in overhead_s
 
     @property
     def latency_ms(self) -> float:
@@ -94,7 +98,8 @@ class Prediction:
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "framework", "device", "batch", "dtype", "latency_s", "overhead_s", "compute_s",
-            "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch")}
+            "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch",
+            "heap", "page_faults")}
 
 
 def _canonical_dtype(dtype: str) -> str:
@@ -113,7 +118,7 @@ def _resolve_profile(gpu: Any) -> HardwareProfile:
 
 
 def _framework_host(profile: HardwareProfile, host: Any, fw: Framework,
-                    warnings: list[str]) -> tuple[FrameworkHost, str]:
+                    warnings: list[str]) -> tuple[FrameworkHost, HostProfile]:
     host_prof: HostProfile | None
     if host is not None:
         host_prof = load_host_profile(host)
@@ -130,7 +135,29 @@ def _framework_host(profile: HardwareProfile, host: Any, fw: Framework,
             f"host profile {host_prof.name!r} has no costs for framework {fw.name!r} (it has: "
             f"{', '.join(sorted(host_prof.frameworks)) or 'none'}); calibrate it with "
             f"`ftmodel calibrate --frameworks {fw.name}`")
-    return host_prof.frameworks[key], host_prof.name
+    return host_prof.frameworks[key], host_prof
+
+
+def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Framework,
+                warnings: list[str]) -> tuple[str, float]:
+    """The heap state a prediction models and its price per freshly mapped page (0: none).
+
+    Only eager on a CPU pays page faults that ftmodel counts: ONNX Runtime keeps its own arena,
+    a GPU's activations come from PyTorch's caching allocator, and TorchScript's and inductor's
+    allocations are not known per kernel (they are predicted as with the heap kept, and say so).
+    """
+    if heap == "kept" or profile.device.type != "cpu" or fw.name == "onnxruntime":
+        return "kept", 0.0
+    if host.page_fault_s <= 0.0:
+        warnings.append(f"host profile {host.name!r} has no page-fault cost (calibrated before "
+                        "ftmodel measured it), so this predicts a process that keeps its heap "
+                        "mapped; re-run `ftmodel calibrate` to predict a plain process")
+        return "kept", 0.0
+    if fw.name != "eager":
+        warnings.append(f"{fw.name}'s allocations are not known per kernel: predicted as with "
+                        "the heap kept (glibc's page faults not counted)")
+        return "kept", 0.0
+    return "plain", host.page_fault_s
 
 
 def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
@@ -180,7 +207,12 @@ class Predictor:
     """Predictions for one framework and profile; reuses device curves across calls."""
 
     def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
-                 dtype: str = "fp32") -> None:
+                 dtype: str = "fp32", heap: str = "kept") -> None:
+        if heap not in HEAPS:
+            raise InvalidArgumentError(
+                f"heap must be one of {', '.join(map(repr, HEAPS))}, got {heap!r}: 'plain' "
+                "predicts a process with glibc's default malloc, 'kept' one whose freed memory "
+                "stays mapped (jemalloc, tcmalloc, ftmodel.measure.keep_heap)")
         self.framework = get_framework(framework)
         self.profile = _resolve_profile(gpu)
         self.dtype = _canonical_dtype(dtype)
@@ -193,8 +225,11 @@ class Predictor:
             raise InvalidArgumentError(
                 f"dtype {self.dtype!r} is not supported by profile {self.profile.name!r} "
                 f"(supports: {', '.join(self.profile.device.dtypes)})")
-        self.fw_host, self.host_name = _framework_host(self.profile, host, self.framework,
-                                                       self.warnings)
+        self.fw_host, host_prof = _framework_host(self.profile, host, self.framework,
+                                                  self.warnings)
+        self.host_name = host_prof.name
+        self.heap, self.page_fault_s = _heap_model(heap, self.profile, host_prof,
+                                                   self.framework, self.warnings)
         self.device_model = DeviceModel(self.profile.device, self.dtype,
                                         self.framework.host_events_from or self.framework.name)
 
@@ -237,10 +272,11 @@ class Predictor:
         return blend_hot_cold(hot, cold, frac)
 
     def timeline(self, program: Program, warnings: list[str],
-                 device_s: np.ndarray | None = None, known: KernelArrays | None = None
-                 ) -> Timeline:
+                 device_s: np.ndarray | None = None, known: KernelArrays | None = None,
+                 faults: np.ndarray | None = None) -> Timeline:
         """``device_s``: :meth:`device_times_s` of the program's kernels, if already known;
-        ``known``: the same and the kernels' own host costs and bytes (a NAS oracle's memo)."""
+        ``known``: the same and the kernels' own host costs and bytes (a NAS oracle's memo);
+        ``faults``: :meth:`page_faults` of the program, if already known."""
         dev = self.profile.device
         if known is not None:
             device_s = known.device_s
@@ -255,9 +291,20 @@ class Predictor:
             host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
             device_s = (device_s * im.get("device_scale", 1.0)
                         + moved * im.get("per_byte_s", 0.0))
+        if self.page_fault_s > 0.0:
+            if faults is None:
+                faults = self.page_faults(program)
+            host_s = host_s + faults * self.page_fault_s
         return run_timeline(host_s, device_s, execution=dev.execution,
                             per_call_s=self.fw_host.per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
+
+    def page_faults(self, program: Program) -> np.ndarray:
+        """Page faults per kernel of ``program`` in the heap state predicted (zeros when the
+        heap is kept): :func:`ftmodel.estimate.allocator.page_faults`."""
+        if self.page_fault_s <= 0.0:
+            return np.zeros(len(program.kernels))
+        return page_faults(program.kernels)
 
     def crossover(self, p1: Program, p2: Program, warnings: list[str]) -> float | None:
         if len(p1.kernels) != len(p2.kernels) or any(
@@ -302,7 +349,8 @@ class Predictor:
                    known: KernelArrays | None = None) -> Prediction:
         """The Prediction for one lowered ``program`` (``known``: see :meth:`timeline`)."""
         warnings = list(self.warnings)
-        tl = self.timeline(program, warnings, known=known)
+        faults = self.page_faults(program)
+        tl = self.timeline(program, warnings, known=known, faults=faults)
         warnings += list(program.warnings) + list(crossover_warnings)
         return Prediction(
             framework=self.framework.name, device=self.profile.name, batch=batch,
@@ -312,20 +360,27 @@ class Predictor:
             crossover_batch=crossover_batch, layers=_layers(program, tl),
             warnings=tuple(dict.fromkeys(warnings)),
             extra={"host": self.host_name, "profile_kind": self.profile.kind},
+            heap=self.heap, page_faults=float(faults.sum()),
         )
 
 
 def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto",
                     batch: int | Sequence[int] = 1, *, inputs: InputSpec = None,
-                    dtype: str = "fp32", host: Any = None) -> Any:
+                    dtype: str = "fp32", host: Any = None, heap: str = "kept") -> Any:
     """Predict the inference latency of ``model`` (a Prediction, or a list for a list of batches).
 
     ``gpu`` is a built-in profile name, a calibrated profile path or object, or "auto" (the local
     GPU via NVML, else this machine's calibrated CPU profile). ``host`` overrides the host half.
+    ``heap`` is the malloc state predicted on a CPU: ``"kept"`` (default: freed memory stays
+    mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`) or ``"plain"``
+    (experimental: glibc's default malloc, which maps large freed blocks afresh and page-faults
+    them in every forward pass, simulated from the traced allocations; see
+    :mod:`ftmodel.estimate.allocator` for what it cannot see). It does not change GPU
+    predictions.
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    predictor = Predictor(framework, gpu, host=host, dtype=dtype)
+    predictor = Predictor(framework, gpu, host=host, dtype=dtype, heap=heap)
     if isinstance(batch, (list, tuple, range, np.ndarray)):
         return predictor.predict(model, [int(b) if isinstance(b, np.integer) else b
                                          for b in batch], inputs)

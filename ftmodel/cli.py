@@ -64,7 +64,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from ftmodel.api import predict_latency
     model, make_inputs = _load_model(args.model)
     preds = predict_latency(model, args.framework, args.gpu, _batches(args.batch),
-                            inputs=make_inputs, dtype=args.dtype, host=args.host)
+                            inputs=make_inputs, dtype=args.dtype, host=args.host,
+                            heap=args.heap)
     rows = [(p.batch, f"{p.latency_ms:.3f}", f"{p.overhead_s * 1e3:.3f}",
              f"{p.compute_s * 1e3:.3f}", p.regime, f"{p.framework_tax:.0%}", p.n_launches,
              f"{p.macs / 1e9:.3f}") for p in preds]
@@ -119,7 +120,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     threads = set_threads(args.threads)
     if not args.default_malloc:
         keep_heap()
-    predictor = Predictor(args.framework, args.profile)
+    # the prediction models the heap state this process measures in
+    predictor = Predictor(args.framework, args.profile,
+                          heap="plain" if args.default_malloc else "kept")
     model, make_inputs = _load_model(args.model)
     if make_inputs is None:
         from ftmodel.tracing.inputs import default_inputs
@@ -214,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", "-b", default="1,2,4,8,16,32")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--host", default=None, help="host profile (name or path)")
+    p.add_argument("--heap", choices=("plain", "kept"), default="kept",
+                   help="CPU malloc state: kept (freed memory stays mapped, as with jemalloc or "
+                   "tcmalloc; default) or plain (experimental: glibc's defaults, simulated page "
+                   "faults counted)")
     p.set_defaults(fn=cmd_predict)
     cm = sub.add_parser("compare", help="each framework's predicted latency per batch, and "
                         "the fastest")

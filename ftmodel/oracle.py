@@ -142,9 +142,9 @@ class CostOracle:
 
     def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
                  dtype: str = "fp32", crossover: bool = False,
-                 trace_cache: TraceCache | None = None, max_programs: int | None = None
-                 ) -> None:
-        self.predictor = Predictor(framework, gpu, host=host, dtype=dtype)
+                 trace_cache: TraceCache | None = None, max_programs: int | None = None,
+                 heap: str = "kept") -> None:
+        self.predictor = Predictor(framework, gpu, host=host, dtype=dtype, heap=heap)
         self.crossover = bool(crossover)
         self.traces = trace_cache if trace_cache is not None else TraceCache()
         if max_programs is None:

@@ -34,6 +34,7 @@ TINY_PER_EVENT_S: dict[str, float] = {
     **{f"kernel:{c}": 4e-6 for c in ALL_CLASSES},
 }
 TINY_PER_CALL_S = 1e-5
+TINY_PAGE_FAULT_S = 5e-7  # per freshly mapped 4 KiB page
 
 
 def _mac_rows() -> tuple[tuple[float, float, float, float], ...]:
@@ -56,7 +57,7 @@ def _byte_rows() -> tuple[tuple[float, float, float, float], ...]:
 def build_profile(*, name: str = "tiny-cpu", frameworks: dict[str, FrameworkHost] | None = None,
                   dtypes: tuple[str, ...] = ("fp32",), execution: str = "sync",
                   with_host: bool = True, op_classes: dict[str, OpClassData] | None = None,
-                  **device_kw: Any) -> HardwareProfile:
+                  page_fault_s: float = TINY_PAGE_FAULT_S, **device_kw: Any) -> HardwareProfile:
     """A small, schema-valid, calibrated-looking profile (every op class has samples)."""
     if op_classes is None:
         op_classes = {c: OpClassData("samples", _mac_rows()) for c in MAC_CLASSES}
@@ -69,7 +70,7 @@ def build_profile(*, name: str = "tiny-cpu", frameworks: dict[str, FrameworkHost
             per_event_s=dict(TINY_PER_EVENT_S), per_call_s=TINY_PER_CALL_S,
             samples=({"program": "relu_fn", "time_s": 1.7e-4, "counts": {"kernel:elementwise": 40}},))}
     host = HostProfile(name=f"{name}-host", cpu="synthetic CPU", threads=2,
-                       frameworks=frameworks) if with_host else None
+                       frameworks=frameworks, page_fault_s=page_fault_s) if with_host else None
     return HardwareProfile(
         name=name, kind="calibrated", device=device, host=host,
         provenance={"device": "synthetic", "date": "2024-01-01", "settings": {"threads": 2}},

@@ -339,3 +339,45 @@ def test_async_profile(mlp: nn.Module, profile_factory: Any) -> None:
     assert p.latency_s >= p.closed_form_s == pytest.approx(max(p.overhead_s, p.compute_s))
     assert p.latency_s <= p.overhead_s + p.compute_s + 3 * 2e-6 + 5e-6
     assert 0.0 <= p.framework_tax <= 1.0
+
+
+# ---- heap state: glibc's page faults in a plain process ------------------------------------
+
+def _wide() -> nn.Module:
+    # (B, 64) -> (B, 8192) -> (B, 8192): at batch 64 each activation is 2 MiB, above glibc's
+    # initial 128 KiB mmap threshold
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 8192), nn.ReLU(), nn.Linear(8192, 8192), nn.ReLU())
+
+
+def test_plain_heap_adds_the_simulated_faults_at_the_calibrated_price(
+        profile_factory: Any) -> None:
+    from ftmodel.estimate.allocator import page_faults
+
+    prof = profile_factory(page_fault_s=1e-6)
+    model, x = _wide(), torch.randn(64, 64)
+    kept = predict_latency(model, "eager", prof, 64, inputs=x)  # the default
+    plain = predict_latency(model, "eager", prof, 64, inputs=x, heap="plain")
+    assert (kept.heap, plain.heap) == ("kept", "plain")
+    assert kept.page_faults == 0.0
+    predictor = ftmodel.api.Predictor("eager", prof)
+    tr = predictor.trace(model, x, 64)
+    faults = page_faults(predictor.lower(model, x, 64, tr).kernels).sum()
+    assert plain.page_faults == faults
+    assert plain.latency_s - kept.latency_s == pytest.approx(faults * 1e-6, rel=1e-9)
+    assert plain.overhead_s - kept.overhead_s == pytest.approx(faults * 1e-6, rel=1e-9)
+    assert plain.compute_s == kept.compute_s
+
+
+def test_a_profile_without_a_page_fault_price_predicts_the_kept_heap_and_says_so(
+        profile_factory: Any) -> None:
+    old = profile_factory(page_fault_s=0.0)  # calibrated before the price was measured
+    p = predict_latency(_wide(), "eager", old, 8, inputs=torch.randn(8, 64), heap="plain")
+    assert p.heap == "kept" and p.page_faults == 0.0
+    assert any("page-fault cost" in w for w in p.warnings)
+
+
+def test_bad_heap_names_the_choices(tiny_profile: HardwareProfile) -> None:
+    with pytest.raises(InvalidArgumentError, match="'plain', 'kept'"):
+        predict_latency(_wide(), "eager", tiny_profile, 1, inputs=torch.randn(1, 64),
+                        heap="jemalloc")

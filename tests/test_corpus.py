@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
@@ -42,3 +43,58 @@ def test_lookup_is_case_insensitive_and_names_the_choices() -> None:
     assert get_corpus_model("ResNet34@96").name == "resnet34@96"
     with pytest.raises(UnknownNameError, match="resnet34@96"):
         get_corpus_model("resnet35@96")
+
+
+# ---- every framework predicts every corpus model it can run ----------------------------------
+
+@pytest.fixture(scope="module")
+def any_framework_profile(profile_factory: Any) -> Any:
+    """The synthetic profile, with host costs for every CPU framework."""
+    from ftmodel.hardware.profile import FrameworkHost
+    from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
+
+    return profile_factory(frameworks={fw: FrameworkHost(dict(TINY_PER_EVENT_S), TINY_PER_CALL_S)
+                                       for fw in ("eager", "torchscript", "onnxruntime")})
+
+
+def _run_or_unsupported(name: str, framework: str, profile: object) -> str:
+    """"predicted" or "unsupported"; any other outcome fails the test."""
+    import torch
+
+    from ftmodel.api import predict_latency
+    from ftmodel.errors import FrameworkUnsupported
+    from ftmodel.frameworks.base import get_framework
+
+    zm = get_corpus_model(name)
+    torch.manual_seed(0)
+    model = zm.build()
+    try:
+        p = predict_latency(model, framework, profile, 1, inputs=zm.make_inputs)
+    except FrameworkUnsupported as err:
+        runner = get_framework(framework).runner
+        if runner is not None:  # our runner is the judge: it must fail too
+            with pytest.raises(Exception):  # noqa: B017, PT011 - any failure to run
+                runner(model, zm.make_inputs, 1)()
+        assert err.op, err
+        return "unsupported"
+    assert p.latency_s > 0 and p.n_launches > 0
+    return "predicted"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["eager", "torchscript"])
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_every_corpus_model_gets_a_prediction_or_a_named_refusal(
+        name: str, framework: str, any_framework_profile: object) -> None:
+    assert _run_or_unsupported(name, framework, any_framework_profile) in ("predicted",
+                                                                           "unsupported")
+
+
+@pytest.mark.slow
+@pytest.mark.requires_onnxruntime
+@pytest.mark.parametrize("name", [n for n, m in CORPUS.items() if m.family in (
+    "decoder", "encoder", "recurrent", "shufflenet", "hybrid-vit", "swin")])
+def test_onnxruntime_predicts_what_it_can_run(name: str, any_framework_profile: object) -> None:
+    pytest.importorskip("onnxruntime")
+    assert _run_or_unsupported(name, "onnxruntime", any_framework_profile) in ("predicted",
+                                                                               "unsupported")

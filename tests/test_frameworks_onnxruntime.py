@@ -138,19 +138,25 @@ def test_bert_fusions_and_paths() -> None:
     assert any(k.module_path.startswith("encoder.layer.1.attention") for k in prog.kernels)
 
 
-def test_fft_unsupported_from_trace() -> None:
+def test_fft_exports_through_the_dynamo_exporter() -> None:
+    # the TorchScript-based exporter has no FFT conversion; the dynamo one exports a DFT node,
+    # which ONNX Runtime runs
     model = _FNetLike().eval()
     x = torch.randn(2, 4, 8)
-    with pytest.raises(FrameworkUnsupported) as err:
-        ort_fw.lower_model(model, x, 2, ftmodel.trace(model, x, 2))
-    assert err.value.framework == "onnxruntime"
-    assert "fft" in err.value.op and err.value.module == "mix"
+    prog = ort_fw.lower_model(model, x, 2, ftmodel.trace(model, x, 2))
+    assert any("dynamo ONNX exporter" in w for w in prog.warnings)
+    assert ort_fw.runner(model, x, 2)() is not None
 
 
-def test_fft_unsupported_from_export_error() -> None:
-    # without a Trace, the exporter's own error is translated
-    with pytest.raises(FrameworkUnsupported, match="fft"):
-        ort_fw.build(_FNetLike().eval(), torch.randn(2, 4, 8), 2, None)
+class _Eigen(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.eigvalsh(x @ x.transpose(-1, -2))
+
+
+def test_unexportable_op_named_from_export_error() -> None:
+    # neither exporter converts eigvalsh: the first exporter's error is translated
+    with pytest.raises(FrameworkUnsupported, match="eigvalsh"):
+        ort_fw.build(_Eigen().eval(), torch.randn(2, 4, 4), 2, None)
 
 
 def test_missing_provider_names_it_and_how_to_install() -> None:
@@ -224,3 +230,30 @@ def test_torchvision_vit_lowers_with_mha_fastpath_off_during_export() -> None:
     # one softmax (or one fused ORT Attention node) per layer: the attention was exported
     ops = [k.op_class for k in prog.kernels]
     assert ops.count("softmax") + ops.count("attention") >= 2 and prog.macs > 0
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_recurrent_layers_count_their_macs_as_eager_does(cls: type[nn.Module]) -> None:
+    torch.manual_seed(0)
+    rnn = cls(12, 20, 2, batch_first=True, bidirectional=True).eval()
+    x = torch.randn(3, 7, 12)  # (B, T, I)
+    prog = ort_fw.lower_model(rnn, x, 3, ftmodel.trace(rnn, x, 3))
+    # one ONNX LSTM/GRU node per layer: tokens × (W + R) elements, as the traced fused layers
+    assert prog.macs == ftmodel.trace(rnn, x, 3).total_macs > 0
+
+
+def test_grouped_query_attention_falls_back_to_the_dynamo_exporter() -> None:
+    # the TorchScript-based exporter cannot convert scaled_dot_product_attention(enable_gqa=True)
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("onnxscript")
+    cfg = transformers.Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                   max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.Qwen2Model(cfg).eval()
+    ids = {"input_ids": torch.randint(0, 100, (1, 16))}  # (B, S)
+    tr = ftmodel.trace(model, ids, 1)
+    prog = ort_fw.lower_model(model, ids, 1, tr)
+    assert any("dynamo ONNX exporter" in w for w in prog.warnings)
+    # fusion removes launches, not arithmetic
+    assert prog.macs == pytest.approx(tr.total_macs, rel=0.05)

@@ -197,14 +197,30 @@ def test_small_module_macs_match_flop_counter(model: nn.Module, args: tuple[Any,
     assert 2 * tr.total_macs == ref
 
 
-@pytest.mark.xfail(strict=True, reason="tracer bug: no MAC formula for the fused LSTM op "
-                   "(aten.mkldnn_rnn_layer on CPU, _cudnn_rnn on CUDA): an LSTM counts 0 MACs")
 def test_lstm_macs_counted() -> None:
     t, b, i, h = 5, 2, 8, 16
     lstm = nn.LSTM(i, h, batch_first=True)
     tr = trace(lstm, torch.randn(b, t, i))  # (B, T, I)
     # 4 gates, each an input (I -> H) and a hidden (H -> H) projection per step:
     assert tr.total_macs == t * b * 4 * h * (i + h)  # 15,360
+
+
+def _rnn_macs(gates: int, t: int, b: int, i: int, h: int, layers: int, dirs: int) -> int:
+    """Every token of every layer and direction: gates x (input -> H and H -> H) projections;
+    layers above the first take the concatenated directions (dirs x H) as input."""
+    per_token = sum(dirs * gates * h * ((i if layer == 0 else dirs * h) + h)
+                    for layer in range(layers))
+    return t * b * per_token
+
+
+@pytest.mark.parametrize(("cls", "gates"), [(nn.LSTM, 4), (nn.GRU, 3), (nn.RNN, 1)])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_recurrent_macs_equal_the_analytic_count(cls: type[nn.Module], gates: int,
+                                                 bidirectional: bool) -> None:
+    t, b, i, h, layers = 7, 3, 12, 20, 2
+    rnn = cls(i, h, layers, batch_first=True, bidirectional=bidirectional)
+    tr = trace(rnn, torch.randn(b, t, i))  # (B, T, I)
+    assert tr.total_macs == _rnn_macs(gates, t, b, i, h, layers, 2 if bidirectional else 1)
 
 
 # ---- Trace queries -----------------------------------------------------------------------

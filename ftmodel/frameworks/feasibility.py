@@ -5,11 +5,10 @@ module path (from the Trace) where the problem sits.
 
 Pre-checks (before any export, from the Trace):
 
-* ``UNSUPPORTED_OPS[framework]`` — a small, documented set of aten ops the framework's exporter
-  cannot express. For the ONNX exporter (TorchScript-based, opset 17): FFTs (``_fft_r2c``,
-  ``_fft_c2c``, ``_fft_c2r``: e.g. FNet's token mixing) and complex-number views
-  (``view_as_real``, ``view_as_complex``); ONNX has a DFT op but the exporter has no symbolic
-  for them. TorchScript runs all of these (they are ordinary aten ops), so it has none.
+* ``UNSUPPORTED_OPS[framework]`` — a documented set of aten ops the framework's exporter cannot
+  express, refused before any export. Empty today: FFTs and complex-number views (FNet's token
+  mixing), which the TorchScript-based ONNX exporter cannot convert, export as ``DFT`` with the
+  dynamo exporter that the ONNX Runtime lowering falls back to, and ONNX Runtime runs them.
 * **data-dependent control flow** for the tracing frameworks (``torchscript`` via
   ``torch.jit.trace``; ``onnxruntime`` via the TorchScript-based exporter) and for CUDA-graph
   capture (``cudagraphs``: a host sync inside capture is illegal, and a replay repeats one
@@ -33,15 +32,8 @@ from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["TRACING_FRAMEWORKS", "UNSUPPORTED_OPS", "from_export_error", "precheck"]
 
-_ONNX_REASON = "the ONNX exporter has no conversion for it (FFT / complex numbers)"
 UNSUPPORTED_OPS: dict[str, dict[str, str]] = {
-    "onnxruntime": {
-        "_fft_r2c": _ONNX_REASON,
-        "_fft_c2c": _ONNX_REASON,
-        "_fft_c2r": _ONNX_REASON,
-        "view_as_real": _ONNX_REASON,
-        "view_as_complex": _ONNX_REASON,
-    },
+    "onnxruntime": {},
     "torchscript": {},
     "inductor": {},
     "cudagraphs": {},

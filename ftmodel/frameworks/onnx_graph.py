@@ -14,7 +14,7 @@ Counting semantics
 * **Work per kernel** from the node's own tensor shapes (static, at the requested batch):
   MACs of the fused node (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``;
   Attention: the QKV projection plus ``B·S_q·S_k·(D_qk + D_v)``; Einsum: the product of all
-  index sizes) — computed from the shapes ORT actually uses, so NCHWc channel padding counts;
+  index sizes; LSTM/GRU/RNN: tokens × (numel(W) + numel(R)), as for the traced fused layers) — computed from the shapes ORT actually uses, so NCHWc channel padding counts;
   ``bytes_read`` / ``bytes_written`` = the node's inputs / outputs at the kernel boundary;
   ``bytes_weights`` = its initializer inputs.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
@@ -89,6 +89,13 @@ def _macs(op: str, attrs: dict[str, Any], ins: list[Shape | None],
             return 0
         k = a[-2] if attrs.get("transA") and len(a) >= 2 else a[-1]
         return _numel(y) * k
+    if op in ("LSTM", "GRU", "RNN"):
+        # X (S, B, I) or (B, S, I), W (dirs, G·H, I), R (dirs, G·H, H): every token of each
+        # direction multiplies input and hidden state by its weights (see tracing.formulas)
+        r = ins[2] if len(ins) > 2 else None
+        if a is None or b is None or r is None or not a or a[-1] == 0:
+            return 0
+        return _numel(a) // a[-1] * (_numel(b) + _numel(r))
     if op == "QLinearMatMul":
         return _numel(y) * a[-1] if a is not None else 0
     if op == "MatMulNBits":

@@ -17,7 +17,7 @@ for _cls, _ops in {
     "conv": ["Conv", "FusedConv", "ConvTranspose", "NhwcConv", "QLinearConv", "ConvInteger",
              "NhwcFusedConv"],
     "gemm": ["Gemm", "FusedGemm", "QGemm", "MatMulNBits", "MatMulInteger", "QLinearMatMul",
-             "MatMulIntegerToFloat", "DynamicQuantizeMatMul"],
+             "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "LSTM", "GRU", "RNN"],
     "bmm": ["Einsum"],
     "attention": ["Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
                   "PackedMultiHeadAttention", "DecoderMaskedMultiHeadAttention",

@@ -5,9 +5,10 @@ Pipeline (all inputs static, at the requested batch):
 1. **Export** with ``torch.onnx.export(..., dynamo=False, opset_version=17)``: the
    TorchScript-based exporter, deterministic (same node names run after run) and naming nodes by
    module scope ("/layer1/layer1.0/conv1/Conv"), which gives module paths. torch 2.14 still
-   ships it (deprecated). Only if it is gone (``dynamo=False`` rejected) does the export use
-   ``dynamo=True`` (the torch.export-based exporter, which needs onnxscript); a warning on the
-   Program says so. The model is wrapped in a forward of positional tensors
+   ships it (deprecated). Where it is gone (``dynamo=False`` rejected) or cannot export the model
+   (an op it has no conversion for, e.g. ``aten::diff`` in Hugging Face's GPT-2), the export uses
+   ``dynamo=True`` (the torch.export-based exporter, which needs onnxscript), as users do; a
+   warning on the Program says so. If both fail, the first exporter's error is reported. The model is wrapped in a forward of positional tensors
    (:class:`~ftmodel.frameworks._common.PositionalModule`), so keyword-only models export too.
 2. **Optimize**: an ``InferenceSession`` with ``GraphOptimizationLevel.ORT_ENABLE_ALL`` for the
    provider (``CPUExecutionProvider`` for a CPU profile, ``CUDAExecutionProvider`` for a GPU
@@ -31,7 +32,9 @@ repeated predictions and :func:`runner` reuse one export.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import re
 import tempfile
 import warnings
@@ -184,16 +187,29 @@ def _export(wrapper: PositionalModule, path: Path) -> str:
 def _export_unfused(wrapper: PositionalModule, path: Path, names: list[str]) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notices, TracerWarnings (see feasibility)
+        first_error: Exception | None = None
         try:
             torch.onnx.export(wrapper, wrapper.example, str(path), dynamo=False,
                               opset_version=OPSET, do_constant_folding=True, input_names=names)
             return "torchscript"
         except TypeError as err:
             if "dynamo" not in str(err):
-                raise
-        program = torch.onnx.export(wrapper, wrapper.example, dynamo=True, opset_version=OPSET,
-                                    input_names=names)
-        program.save(str(path))  # type: ignore[union-attr]
+                first_error = err
+        except Exception as err:  # noqa: BLE001 - an op the TorchScript exporter cannot convert
+            first_error = err
+        try:  # the torch.export-based exporter, as users fall back to it
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                program = torch.onnx.export(wrapper, wrapper.example, dynamo=True,
+                                            opset_version=OPSET, input_names=names,
+                                            verbose=False)
+        except Exception:
+            if first_error is not None:
+                raise first_error from None  # name what the common exporter could not do
+            raise
+        if program is None:
+            raise RuntimeError("torch.onnx.export(dynamo=True) returned no program")
+        program.save(str(path))
         return "dynamo"
 
 
@@ -252,8 +268,8 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
             raise _session_error(err, names) from err
         original = onnx.load(str(exported), load_external_data=False)
     notes = [] if exporter == "torchscript" else [(
-        "exported with the dynamo ONNX exporter (the TorchScript-based one is unavailable); "
-        "node names carry fewer module paths")]
+        "exported with the dynamo ONNX exporter (the TorchScript-based one could not export "
+        "this model or is unavailable); node names carry fewer module paths")]
     float_elem = None
     if emulate_cuda:
         onnx_cuda.fuse_conv_activation_cuda(optimized, dtype)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.frameworks._common import PositionalModule, make_kernel, module_path_from_scope
 from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.frameworks.torchscript_cuda import call_aten_node
@@ -133,6 +134,8 @@ class _Interp:
         if kind == "prim::BroadcastMKLDNNTensors":
             pair = torch.broadcast_tensors(args[0], args[1])  # type: ignore[no-untyped-call]
             return None, tuple(pair)
+        if kind == "prim::ConstantChunk":  # x.chunk(n, dim) with constant n, as one node
+            return None, tuple(torch.chunk(args[0], node.i("chunks"), node.i("dim")))
         if kind in ("aten::to_mkldnn", "aten::to_dense"):
             return None, torch.empty_like(args[0], memory_format=torch.contiguous_format)
         if kind == "prim::mkldnn_convolution":
@@ -233,9 +236,10 @@ class _Interp:
             groups = args[-1] if name == "mkldnn_convolution" else (
                 args[6] if name.startswith("conv") and len(args) > 6 and isinstance(
                     args[6], int) else 1)
+            x = args[0]
             return "conv_grouped" if isinstance(groups, int) and groups > 1 or (
-                isinstance(w, torch.Tensor) and args[0].shape[1] != w.shape[1] and
-                not name.startswith("conv_transpose")) else "conv"
+                isinstance(w, torch.Tensor) and isinstance(x, torch.Tensor) and
+                x.shape[1] != w.shape[1] and not name.startswith("conv_transpose")) else "conv"
         if cls is not None:
             return cls
         if op is not None:
@@ -319,7 +323,16 @@ def lower_graph(graph: Any, example: tuple[torch.Tensor, ...], names: frozenset[
         for v, val in zip(graph_inputs, values):
             interp.env[v.unique()] = val
         for node in graph.nodes():
-            interp.run_node(node)
+            try:
+                interp.run_node(node)
+            except FtmodelError:
+                raise
+            except Exception as err:  # noqa: BLE001 - a node this walk cannot count: name it
+                raise TraceError(
+                    f"ftmodel could not count the TorchScript node {node.kind()!r} (in module "
+                    f"{interp._path(node, list(node.inputs())) or '<root>'!r}) of the frozen "
+                    f"graph: {type(err).__name__}: {err}. TorchScript itself runs this model; "
+                    "please report it with the model's definition") from err
     kernels = tuple(interp.kernels)
     events = kernel_events(kernels)
     events.update(interp.events)

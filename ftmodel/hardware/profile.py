@@ -69,6 +69,9 @@ class HostProfile:
     cpu: str
     threads: int
     frameworks: Mapping[str, FrameworkHost]
+    # seconds per 4 KiB page that malloc maps afresh (page fault, zero-fill, unmap), measured by
+    # calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
+    page_fault_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ def _host(d: Any, path: str) -> HostProfile:
         cpu=_get(d, "cpu", str, path, "unknown"),
         threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
+        page_fault_s=_get(d, "page_fault_s", float, path, 0.0),
     )
 
 

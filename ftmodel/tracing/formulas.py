@@ -11,6 +11,13 @@ the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these nu
   the softmax is not a MAC.
 * ``_native_multi_head_attention`` (the nn.MultiheadAttention fast path): the two matmuls above
   plus the in/out projections, 4·B·S·E² + 2·B·S²·E for self-attention.
+* fused recurrent layers (``mkldnn_rnn_layer``: one LSTM layer and direction on a CPU;
+  ``_cudnn_rnn``/``miopen_rnn``: a whole RNN on a GPU): every token of every layer and direction
+  multiplies its input and hidden state by that layer's weights, so MACs = tokens × the elements
+  of the 2-D weight matrices passed (W_ih: G·H×I, W_hh: G·H×H, and W_hr with projections;
+  G = 4 gates for LSTM, 3 for GRU, 1 for a plain RNN), tokens = S·B; the same for the whole-RNN
+  ops ``lstm``/``gru``/``rnn_tanh``/``rnn_relu`` (TorchScript graphs). Gate nonlinearities and
+  biases are not MACs.
 
 Op classes group operators whose device time follows one curve of time against work; see
 ``OP_CLASSES``. Views and uninitialised allocations launch no kernel.
@@ -61,7 +68,8 @@ NO_KERNEL_OPS = frozenset(
 _BY_NAME: dict[str, str] = {}
 for _cls, _names in {
     "gemm": ["mm", "addmm", "_addmm_activation", "_scaled_mm", "addmv", "mv", "dot", "vdot",
-             "_int_mm", "_weight_int8pack_mm", "linear"],
+             "_int_mm", "_weight_int8pack_mm", "linear", "mkldnn_rnn_layer", "_cudnn_rnn",
+             "miopen_rnn", "lstm", "gru", "rnn_tanh", "rnn_relu"],
     "bmm": ["bmm", "baddbmm"],
     "conv": ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
              "_slow_conv2d_forward", "mkldnn_convolution", "cudnn_convolution_transpose",
@@ -214,6 +222,25 @@ def _native_mha(args: Sequence[Any], out: Any) -> int:
     return projections + b * s_q * e * e + 2 * b * s_q * s_k * e
 
 
+def _rnn(args: Sequence[Any], out: Any) -> int:
+    # mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, ...); _cudnn_rnn(input, weights, ...)
+    x = _shape(args[0])
+    if len(x) < 2 or x[-1] == 0:
+        return 0
+    tokens = _numel(x) // x[-1]
+    weights = args[1] if isinstance(args[1], (list, tuple)) else args[1:3]
+    return tokens * sum(_numel(_shape(w)) for w in weights
+                        if isinstance(w, torch.Tensor) and w.dim() == 2)
+
+
+def _rnn_composite(args: Sequence[Any], out: Any) -> int:
+    # lstm/gru/rnn_tanh/rnn_relu.input(input, hx, params, has_biases, num_layers, ...): the
+    # whole RNN as one op, as TorchScript graphs and ONNX-bound traces show it
+    if len(args) < 3 or not isinstance(args[2], (list, tuple)):
+        return 0
+    return _rnn((args[0], args[2]), out)
+
+
 MAC_FORMULAS: dict[str, Callable[[Sequence[Any], Any], int]] = {
     "mm": _mm,
     "addmm": _addmm,
@@ -236,6 +263,13 @@ MAC_FORMULAS: dict[str, Callable[[Sequence[Any], Any], int]] = {
     "_flash_attention_forward": _flash_fwd,
     "_efficient_attention_forward": _flash_fwd,
     "_native_multi_head_attention": _native_mha,
+    "mkldnn_rnn_layer": _rnn,
+    "_cudnn_rnn": _rnn,
+    "miopen_rnn": _rnn,
+    "lstm": _rnn_composite,
+    "gru": _rnn_composite,
+    "rnn_tanh": _rnn_composite,
+    "rnn_relu": _rnn_composite,
 }
 
 

@@ -1,0 +1,71 @@
+"""The price of a page that malloc maps afresh: fault, zero-fill and unmap, per 4 KiB page.
+
+In a plain process glibc's malloc hands large freed blocks back to the operating system and maps
+them again on the next allocation (:mod:`ftmodel.estimate.allocator` says when). The kernel that
+first writes such a block page-faults every page of it in; the free unmaps it. This probe times
+exactly that life cycle on this machine, with torch's own kernels and thread count: an
+elementwise op writing into a buffer that is ``mmap``'ed just before and unmapped just after,
+against the same op writing into a buffer that stays mapped. The difference per page, fitted by
+least squares over several sizes, is ``HostProfile.page_fault_s``.
+
+It uses Python's :mod:`mmap` rather than malloc, so it does not depend on the calibrating
+process's own malloc settings (calibration keeps the heap mapped).
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ftmodel.measure import measure_interleaved
+
+__all__ = ["PAGE_BYTES", "probe_page_fault_s"]
+
+PAGE_BYTES = 4096
+SIZES_MIB = (2, 8, 32)
+
+
+def _fresh(src: torch.Tensor) -> Callable[[], object]:
+    nbytes = src.numel() * src.element_size()
+
+    def run() -> object:
+        m = mmap.mmap(-1, nbytes)  # anonymous, private: every page faults on first write
+        out = torch.frombuffer(m, dtype=src.dtype)
+        torch.mul(src, 2.0, out=out)
+        del out
+        m.close()  # munmap
+        return None
+    return run
+
+
+def _kept(src: torch.Tensor) -> Callable[[], object]:
+    out = torch.empty_like(src)
+    out.fill_(0.0)  # touched once: resident from now on
+    return lambda: torch.mul(src, 2.0, out=out)
+
+
+def probe_page_fault_s(rounds: int = 5, round_s: float = 0.05) -> dict[str, Any]:
+    """Seconds per freshly mapped 4 KiB page (fit) and the raw samples it was fitted from."""
+    fns: dict[tuple[str, int], Callable[[], object]] = {}
+    for mib in SIZES_MIB:
+        src = torch.ones(mib * (1 << 20) // 4)
+        fns[("fresh", mib)] = _fresh(src)
+        fns[("kept", mib)] = _kept(src)
+    res = measure_interleaved(fns, device="cpu", rounds=rounds, round_s=round_s, warmup=2,
+                              max_reps=50)
+    pages = np.array([mib * (1 << 20) / PAGE_BYTES for mib in SIZES_MIB])
+    extra = np.array([res[("fresh", m)].time_s - res[("kept", m)].time_s for m in SIZES_MIB])
+    a = np.stack([np.ones_like(pages), pages], axis=1)
+    (intercept, slope), *_ = np.linalg.lstsq(a, extra, rcond=None)
+    return {
+        "page_fault_s": float(max(slope, 0.0)),
+        "samples": [{"mib": m, "pages": int(p), "fresh_s": res[("fresh", m)].time_s,
+                     "kept_s": res[("kept", m)].time_s,
+                     "spread": max(res[("fresh", m)].spread, res[("kept", m)].spread)}
+                    for m, p in zip(SIZES_MIB, pages)],
+        "intercept_s": float(intercept),
+    }

@@ -1,0 +1,227 @@
+"""Page faults that glibc's malloc makes a forward pass pay, kernel by kernel.
+
+PyTorch's CPU tensors come from ``posix_memalign``, that is from glibc's malloc in a plain
+process. glibc gives memory back to the operating system in two ways, and each time memory comes
+back the next forward pass page-faults it in again (the kernel zero-fills every 4 KiB page on
+first touch):
+
+* **mmap'd chunks.** A request that neither a free chunk nor the heap's top chunk can hold, and
+  that is at least the *mmap threshold*, gets its own ``mmap`` and is ``munmap``'ed when freed.
+  The threshold starts at 128 KiB and rises to the size of each mmap'd chunk freed, up to 32 MiB
+  (glibc's dynamic threshold): after the first pass, only chunks above 32 MiB, or above what the
+  heap can hold at that moment, are mapped afresh.
+* **Heap trimming.** Memory freed next to the heap's top merges into the top chunk; when a free
+  of at least 64 KiB leaves the top chunk larger than the *trim threshold* (twice the mmap
+  threshold once that has moved), ``free`` shrinks the heap to the top pad (128 KiB). A forward
+  pass grows the heap to its peak live memory and frees it at the end, so it is trimmed and
+  faulted in again every pass.
+
+:func:`page_faults` simulates this along a program's allocations (mallopt(3), glibc's
+``malloc.c``: ``_int_free``, ``systrim``, ``sysmalloc``; defaults of glibc 2.26 onwards).
+Predictions use it only when asked for a plain process (``heap="plain"``, experimental): on the
+validation corpus its fault counts differ from the measured ones by 0.1-10x in both directions
+(``ru_minflt`` per call; e.g. a TCN at batch 4: 3,012 simulated, 16,224 measured; GPT-2 at batch
+16: 61,091 simulated, 6,454 measured), because allocations the trace does not see decide when
+glibc trims: oneDNN's weight and layout reorders, Python objects and other long-lived chunks
+that pin the top of the heap.
+
+Counting semantics
+------------------
+* A storage is allocated just before the first kernel that writes it, if no kernel read it
+  earlier (storages read first are parameters, buffers or inputs: they live across calls), and
+  freed just after the last kernel that reads or writes it. Its size is the largest write seen.
+* Free chunks are reused best-fit and coalesce with free neighbours; the heap is one address
+  range whose touched part is resident. A chunk faults in the pages it covers above the resident
+  high-water mark; an mmap'd chunk faults in all its pages, every time.
+* Steady state: the program is simulated ``passes`` times from a fresh process's state (threshold
+  128 KiB, empty heap) and the last pass is reported, as a benchmark that warms up.
+* Not counted: Python objects and library scratch buffers (oneDNN, MKL) that share the heap, the
+  per-thread arenas of other threads, tcache and fastbin chunks (< 1 KiB), transparent huge pages.
+* Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime, TorchScript,
+  inductor) allocate nothing here: their runtimes' allocations are not known per kernel.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftmodel.frameworks.base import Kernel
+
+__all__ = ["GlibcMalloc", "Allocation", "allocations", "page_faults"]
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True)
+class GlibcMalloc:
+    """glibc malloc's tunables for the main arena (their defaults on 64-bit Linux)."""
+
+    mmap_threshold_bytes: int = 128 * KIB  # initial; raised by frees of mmap'd chunks
+    mmap_threshold_max_bytes: int = 32 * MIB  # DEFAULT_MMAP_THRESHOLD_MAX
+    trim_threshold_bytes: int = 128 * KIB  # initial; 2 x the mmap threshold once it moved
+    top_pad_bytes: int = 128 * KIB  # DEFAULT_TOP_PAD
+    consolidation_bytes: int = 64 * KIB  # FASTBIN_CONSOLIDATION_THRESHOLD: frees that may trim
+    page_bytes: int = 4096
+    header_bytes: int = 16  # chunk header; chunks are multiples of 16 bytes
+    alignment_bytes: int = 64  # c10's posix_memalign alignment
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One tensor storage's lifetime inside the program: allocated before kernel ``start``,
+    freed after kernel ``end``."""
+
+    sid: int
+    size_bytes: int
+    start: int
+    end: int
+
+
+def allocations(kernels: Sequence[Kernel]) -> list[Allocation]:
+    """The storages ``kernels`` allocate, from their operand identities (see the module's
+    counting semantics)."""
+    first_write: dict[int, int] = {}
+    read_before: set[int] = set()
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for i, k in enumerate(kernels):
+        for sid, nbytes in k.reads:
+            if sid not in first_write:
+                read_before.add(sid)
+            last[sid] = i
+        for sid, nbytes in k.writes:
+            if sid not in first_write and sid not in read_before:
+                first_write[sid] = i
+            last[sid] = i
+            size[sid] = max(size.get(sid, 0), int(nbytes))
+    return [Allocation(sid, size[sid], i, last[sid]) for sid, i in first_write.items()
+            if size[sid] > 0]
+
+
+class _Heap:
+    """The main arena: free chunks by address, the top chunk, the break and the resident mark."""
+
+    def __init__(self, cfg: GlibcMalloc) -> None:
+        self.cfg = cfg
+        self.mmap_threshold = cfg.mmap_threshold_bytes
+        self.trim_threshold = cfg.trim_threshold_bytes
+        self.free_addrs: list[int] = []  # sorted start addresses of free chunks
+        self.free_size: dict[int, int] = {}
+        self.top = 0  # start of the top chunk
+        self.brk = 0  # end of the heap (break)
+        self.resident = 0  # pages below this address have been touched and not given back
+
+    def _pages(self, lo: int, hi: int) -> int:
+        p = self.cfg.page_bytes
+        return max(0, -(-hi // p) - lo // p) if hi > lo else 0
+
+    def malloc(self, request: int) -> tuple[int, int, bool, int]:
+        """(address, chunk bytes, mmap'd, pages faulted in) for a request of ``request``
+        bytes."""
+        cfg = self.cfg
+        nb = -(-(request + cfg.header_bytes) // 16) * 16
+        # best fit among free chunks
+        best, best_size = -1, 0
+        for a in self.free_addrs:
+            s = self.free_size[a]
+            if s >= nb and (best < 0 or s < best_size):
+                best, best_size = a, s
+                if s == nb:
+                    break
+        if best >= 0:
+            self._take_free(best)
+            if best_size - nb >= 32:  # split: the remainder stays free
+                self._put_free(best + nb, best_size - nb)
+            else:
+                nb = best_size
+            return best, nb, False, self._touch(best, best + nb)
+        if self.brk - self.top >= nb + 32:  # the top chunk holds it
+            addr = self.top
+            self.top += nb
+            return addr, nb, False, self._touch(addr, addr + nb)
+        # memalign asks for alignment + MINSIZE more; sysmalloc decides on that size
+        if nb + cfg.alignment_bytes + 32 >= self.mmap_threshold:
+            size = -(-(nb + cfg.alignment_bytes) // cfg.page_bytes) * cfg.page_bytes
+            return -1, size, True, size // cfg.page_bytes
+        need = nb + 32 - (self.brk - self.top)
+        self.brk += -(-(need + cfg.top_pad_bytes) // cfg.page_bytes) * cfg.page_bytes
+        addr = self.top
+        self.top += nb
+        return addr, nb, False, self._touch(addr, addr + nb)
+
+    def free(self, addr: int, size: int, mmapped: bool) -> None:
+        cfg = self.cfg
+        if mmapped:
+            if self.mmap_threshold < size <= cfg.mmap_threshold_max_bytes:
+                self.mmap_threshold = size
+                self.trim_threshold = 2 * size
+            return
+        lo, hi = addr, addr + size
+        i = bisect.bisect_left(self.free_addrs, lo)
+        if i > 0:  # coalesce with the free chunk below
+            prev = self.free_addrs[i - 1]
+            if prev + self.free_size[prev] == lo:
+                lo = prev
+                self._take_free(prev)
+        if hi in self.free_size:  # and the one above
+            above = hi
+            hi += self.free_size[above]
+            self._take_free(above)
+        if hi == self.top:
+            self.top = lo
+            if hi - lo >= cfg.consolidation_bytes and self.brk - self.top >= self.trim_threshold:
+                self._trim()
+        else:
+            self._put_free(lo, hi - lo)
+
+    def _trim(self) -> None:
+        cfg = self.cfg
+        extra = (self.brk - self.top - cfg.top_pad_bytes - 32 - 1) // cfg.page_bytes \
+            * cfg.page_bytes
+        if extra > 0:
+            self.brk -= extra
+            self.resident = min(self.resident, self.brk)
+
+    def _touch(self, lo: int, hi: int) -> int:
+        faults = self._pages(max(lo, self.resident), hi)
+        self.resident = max(self.resident, hi)
+        return faults
+
+    def _take_free(self, addr: int) -> None:
+        self.free_addrs.pop(bisect.bisect_left(self.free_addrs, addr))
+        del self.free_size[addr]
+
+    def _put_free(self, addr: int, size: int) -> None:
+        bisect.insort(self.free_addrs, addr)
+        self.free_size[addr] = size
+
+
+def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
+                passes: int = 3) -> np.ndarray:
+    """Minor page faults each kernel of one steady-state forward pass makes under glibc's
+    malloc (the faults of the storages it allocates), as an array of ``len(kernels)``."""
+    cfg = cfg or GlibcMalloc()
+    allocs = allocations(kernels)
+    starts: dict[int, list[Allocation]] = {}
+    ends: dict[int, list[Allocation]] = {}
+    for a in allocs:
+        starts.setdefault(a.start, []).append(a)
+        ends.setdefault(a.end, []).append(a)
+    heap = _Heap(cfg)
+    faults = np.zeros(len(kernels), dtype=np.float64)
+    for p in range(max(1, passes)):
+        faults[:] = 0.0
+        live: dict[int, tuple[int, int, bool]] = {}
+        for i in range(len(kernels)):
+            for a in starts.get(i, ()):
+                addr, size, mm, n = heap.malloc(a.size_bytes)
+                live[a.sid] = (addr, size, mm)
+                faults[i] += n
+            for a in ends.get(i, ()):
+                heap.free(*live.pop(a.sid))
+    return faults

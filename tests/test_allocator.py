@@ -1,0 +1,77 @@
+"""glibc malloc's page faults along a program: ftmodel.estimate.allocator."""
+
+from __future__ import annotations
+
+import pytest
+
+from ftmodel.estimate.allocator import GlibcMalloc, allocations, page_faults
+from ftmodel.frameworks.base import Kernel
+
+MIB = 1 << 20
+PAGE = 4096
+WEIGHTS = 10**6  # storage id of a parameter: read before anything writes it
+
+
+def _kernel(reads: tuple[tuple[int, int], ...], writes: tuple[tuple[int, int], ...]) -> Kernel:
+    nr = sum(n for _, n in reads)
+    nw = sum(n for _, n in writes)
+    return Kernel("elementwise", 0, nr, nw, "m", ("aten.add",), reads=reads, writes=writes)
+
+
+def _chain(n: int, size: int) -> list[Kernel]:
+    """Kernel i reads buffer i-1 (kernel 0 reads the weights) and writes buffer i."""
+    ks = [_kernel(((WEIGHTS, size),), ((0, size),))]
+    ks += [_kernel(((i - 1, size),), ((i, size),)) for i in range(1, n)]
+    return ks
+
+
+def test_allocations_skip_parameters_and_inplace_writes() -> None:
+    ks = [_kernel(((WEIGHTS, 100),), ((1, 100),)),   # allocates 1
+          _kernel(((1, 100),), ((1, 100),)),         # in place: no allocation
+          _kernel(((1, 100), (WEIGHTS, 100)), ((2, 200),))]
+    got = {(a.sid, a.size_bytes, a.start, a.end) for a in allocations(ks)}
+    assert got == {(1, 100, 0, 2), (2, 200, 2, 2)}
+
+
+def test_a_chain_of_equal_buffers_reuses_freed_chunks_in_steady_state() -> None:
+    # each buffer is freed once the next one is written: the heap holds two and reuses them;
+    # the pass's last two frees leave a top chunk of 2 MiB + pad, above the trim threshold
+    # (2 x the ~1 MiB mmap threshold), so the next pass faults its first two buffers in again
+    faults = page_faults(_chain(20, MIB))
+    assert faults[2:].sum() == 0
+    assert 1.5 * (MIB // PAGE) < faults[:2].sum() <= 2 * (MIB // PAGE + 1)
+
+
+def test_the_first_pass_maps_large_buffers_until_the_threshold_rises() -> None:
+    first = page_faults(_chain(20, MIB), passes=1)
+    # the first two 1 MiB buffers are above the initial 128 KiB threshold: mmap'd, 257 pages
+    # each (1 MiB + header and alignment, rounded up to pages)
+    assert first[0] == first[1] == MIB // PAGE + 1
+    assert first.sum() > 2 * (MIB // PAGE)
+
+
+def test_buffers_above_32_mib_are_mapped_afresh_every_pass() -> None:
+    size = 40 * MIB
+    faults = page_faults(_chain(4, size))
+    assert faults.tolist() == [size // PAGE + 1] * 4
+
+
+def test_a_pass_that_grows_then_frees_the_heap_is_trimmed_and_refaulted() -> None:
+    # 8 buffers of 1 MiB, all alive until the last kernel: the heap grows to 8 MiB, the frees at
+    # the end leave a top chunk above the trim threshold (2 x ~1 MiB), so glibc gives it back
+    ks = [_kernel(((WEIGHTS, MIB),), ((i, MIB),)) for i in range(8)]
+    ks.append(_kernel(tuple((i, MIB) for i in range(8)), ((100, 4096),)))
+    faults = page_faults(ks)
+    assert faults[:8].sum() >= 6 * (MIB // PAGE)  # most of the 8 MiB is faulted in again
+
+
+def test_a_raised_trim_threshold_keeps_the_heap() -> None:
+    ks = [_kernel(((WEIGHTS, MIB),), ((i, MIB),)) for i in range(8)]
+    ks.append(_kernel(tuple((i, MIB) for i in range(8)), ((100, 4096),)))
+    kept = GlibcMalloc(trim_threshold_bytes=2**31 - 1, mmap_threshold_bytes=2**31 - 1)
+    assert page_faults(ks, kept).sum() == 0
+
+
+@pytest.mark.parametrize("passes", [0, -1])
+def test_at_least_one_pass_is_simulated(passes: int) -> None:
+    assert page_faults(_chain(3, MIB), passes=passes).shape == (3,)
