@@ -1,6 +1,10 @@
 """Per-operator diagnosis: torch.profiler self-CPU time vs predicted time, for one model × batch.
 
     python benchmarks/diagnose.py --profile P.json --model gpt2-small4@64 --batch 16
+    python benchmarks/diagnose.py --profile P.json --model fastvit_t8@128 --batch 16  # corpus
+
+Corpus models: diagnose the tuning half only (``ftmodel.corpus.tuning()``); the held-out half is
+measured and reported, never studied.
 
 Prints, per aten operator, the measured self CPU time (summed over calls, median of several
 profiled passes) next to the predicted device time and kernel host cost. A tool for finding which
@@ -21,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
+from ftmodel.corpus import get_corpus_model  # noqa: E402
+from ftmodel.errors import UnknownNameError  # noqa: E402
 from ftmodel.zoo import get_model  # noqa: E402
 
 
@@ -32,7 +38,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    zm = get_model(args.model)
+    try:
+        zm = get_model(args.model)
+    except UnknownNameError:
+        zm = get_corpus_model(args.model)  # study tuning-half models only
     model = zm.build()
     pred = Predictor("eager", read_profile(args.profile))
     tr = pred.trace(model, zm.make_inputs, args.batch)
@@ -47,7 +56,7 @@ def main() -> None:
         row[1] += d
         row[2] += h
     x = zm.make_inputs(args.batch)
-    call = (lambda: model(**x)) if isinstance(x, dict) else (lambda: model(x))
+    call = (lambda: model(**x)) if isinstance(x, dict) else (lambda: model(x))  # noqa: E731
     with torch.no_grad():
         for _ in range(3):
             call()
