@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    from ftmodel.measure import keep_heap
+    keep_heap()  # the steady state the prediction models
     try:
         zm = get_model(args.model)
     except UnknownNameError:

@@ -257,3 +257,39 @@ def test_few_row_gemm_priced_from_samples_of_like_intensity() -> None:
         # observed: 1.00, 1.00, 0.87, 0.83 of the truth; in the plain (log MACs, log bytes)
         # plane 0.51, 1.82, 0.94, 0.60 (a 1×1 convolution on a 2×2 map is such a GEMM)
         assert t == pytest.approx(truth, rel=0.3), (m, k, n)
+
+
+# ---- fused recurrent layers: sequential steps ----------------------------------------------------
+
+def test_recurrent_steps_run_one_after_another() -> None:
+    # 64 steps, half the MACs recurrent: one GEMM of the input half over all tokens, then 64
+    # GEMMs of 1/128 of the MACs each (SAT_ROWS: time = (macs + 1e5) / 1e10, no bytes)
+    dm = DeviceModel(_device({"onnxruntime/gemm": OpClassData("samples", SAT_ROWS),
+                              "gemm": OpClassData("samples", SAT_ROWS)}), "fp32", "onnxruntime")
+    macs = 1.28e7
+    fused = Kernel("gemm", int(macs), 0, 0, "rnn", ("aten.mkldnn_rnn_layer",),
+                   variant="steps=64,rec=0.5")
+    t = dm.kernel_times_s([fused, _gemm(macs)])
+    one_gemm = (macs + 1e5) / 1e10
+    expected = (macs / 2 + 1e5) / 1e10 + 64 * (macs / 2 / 64 + 1e5) / 1e10
+    assert t[0] == pytest.approx(expected, rel=1e-2)  # the curve interpolates between samples
+    assert t[1] == pytest.approx(one_gemm, rel=1e-2)
+    assert t[0] > t[1]  # dependent small steps cost more than one GEMM of the same MACs
+    # on eager's curves (weights re-packed per call in the samples) it stays one GEMM
+    eager = DeviceModel(_device({"gemm": OpClassData("samples", SAT_ROWS)}))
+    assert eager.kernel_times_s([fused])[0] == pytest.approx(one_gemm, rel=1e-2)
+
+
+def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
+    import torch
+    from torch import nn
+
+    from ftmodel.tracing.dispatch import trace
+    from ftmodel.tracing.formulas import steps_of
+
+    t, b, i, h = 9, 2, 12, 20
+    tr = trace(nn.LSTM(i, h, batch_first=True), torch.randn(b, t, i))  # (B, T, I)
+    rnn = [r for r in tr.records if r.op_class == "gemm"]
+    assert len(rnn) == 1  # one fused layer
+    steps, rec = steps_of(rnn[0].variant)
+    assert steps == t and rec == pytest.approx(h / (i + h), abs=1e-4)

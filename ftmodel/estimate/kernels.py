@@ -33,6 +33,16 @@ arena allocator, inductor's generated loops) have their own curves, keyed
 ``<framework>/<class>...``; a DeviceModel built for that framework looks among them first (``@op``,
 then ``:variant``, then the class) and falls back to the shared curves.
 
+A kernel whose variant declares sequential steps (``steps=<n>,rec=<share>``: a fused LSTM/GRU
+layer, one step per token) is priced as the library runs it when its curve is one of pre-packed
+GEMMs (a framework's own, e.g. ONNX Runtime's MLAS): the input projection (``1 − share`` of its
+MACs, with the input weights) as one GEMM over all tokens, then ``n`` steps of the recurrent
+projection, each ``share / n`` of the MACs reading the recurrent weights whole, since each step
+waits for the previous one; only the first step pays the cold-operand penalty. Eager's GEMM
+samples re-pack the weights on every call (oneDNN/MKL), which a fused layer does once per call:
+on them the layer is one GEMM of all its MACs, which under-prices small batches (an LSTM
+language model at batch 1: 0.55x on the EPYC).
+
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
 transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
@@ -51,7 +61,7 @@ from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
-from ftmodel.tracing.formulas import MAC_CLASSES
+from ftmodel.tracing.formulas import MAC_CLASSES, steps_of
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold", "wave_factor"]
 
@@ -269,16 +279,46 @@ class DeviceModel:
         cold-operand data. Each is a pure function of the kernel (cacheable per kernel)."""
         warns: list[str] = [] if warnings is None else warnings
         n = len(kernels)
-        hot = np.zeros(n)
         if n == 0:
-            return hot, hot.copy()
+            return np.zeros(0), np.zeros(0)
         classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "")
                             for k in kernels])
         dtypes = np.array([self._math_dtype(k.dtype) for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
         br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
-        cold = np.zeros(n)
+        traits = [steps_of(k.variant) for k in kernels]
+        steps = np.array([t[0] for t in traits], dtype=np.float64)
+        # steps are priced on curves of pre-packed GEMMs only: a framework's own (ONNX Runtime's
+        # MLAS); eager's GEMM samples re-pack their weights on every call, which a fused layer
+        # does once, so there the layer stays one GEMM over all its tokens
+        own = np.array([str(c).startswith(f"{self.framework}/") for c in classes])
+        steps = np.where(own, steps, 1.0)
+        if not (steps > 1).any():
+            return self._times(kernels, classes, dtypes, macs, br, bw, warns)
+        # fused recurrent layers: the input projection is one GEMM over all tokens, the
+        # recurrent one runs step after step, each step reading the recurrent weights whole
+        rec = np.array([t[1] for t in traits])
+        wts = np.array([k.bytes_weights for k in kernels], dtype=np.float64)
+        act = np.maximum(br - wts, 0.0)
+        hot, cold = self._times(kernels, classes, dtypes, macs * (1 - rec),
+                                wts * (1 - rec) + act, bw, warns)
+        r = np.flatnonzero(steps > 1)
+        s = steps[r]
+        h_step, c_step = self._times([kernels[i] for i in r], classes[r], dtypes[r],
+                                     macs[r] * rec[r] / s, wts[r] * rec[r] + act[r] / s,
+                                     bw[r] / s, warns)
+        # only the first step finds its operands cold
+        cold[r] = cold[r] + s * h_step + (c_step - h_step)
+        hot[r] = hot[r] + s * h_step
+        return hot, cold
+
+    def _times(self, kernels: Sequence[Kernel], classes: np.ndarray, dtypes: np.ndarray,
+               macs: np.ndarray, br: np.ndarray, bw: np.ndarray, warns: list[str]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(hot, cold) seconds of kernels of these classes doing this work, floored."""
+        n = len(kernels)
+        hot, cold = np.zeros(n), np.zeros(n)
         for cls in np.unique(classes):
             name = self._curve_name(str(cls), warns)
             curve = self._curves[name]

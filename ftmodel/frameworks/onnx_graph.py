@@ -274,6 +274,10 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         out_dtype = et(out_tensors[0].elem_type if out_tensors else 1)
         macs = _macs(node.op_type, attrs, ins, outs)
         variant = "math" if node.op_type in MATH_OPS else ""
+        if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) > 2 and ins[0] is not None:
+            steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
+            w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
+            variant = f"steps={steps},rec={r / (w + r) if w + r else 1.0:.4f}" if steps > 1 else ""
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
                                    _DTYPE_NAME.get(out_dtype, "float32"), variant, weights))

@@ -261,7 +261,7 @@ class _Interp:
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
         self._emit(cls, macs, ins, outs, path, (node.kind(),),
-                   variant_of(op) if op is not None else "")
+                   variant_of(op, args) if op is not None else "")
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
               path: str, members: tuple[str, ...], variant: str) -> None:

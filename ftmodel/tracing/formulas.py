@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 __all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
-           "static_traits"]
+           "static_traits", "RNN_OPS", "rnn_recurrent_share", "rnn_steps", "steps_of"]
 
 OP_CLASSES: tuple[str, ...] = (
     "gemm",  # mm, addmm: work = MACs
@@ -298,12 +298,55 @@ def _conv_backend(args: Sequence[Any]) -> str:
     return str(backend).rsplit(".", 1)[-1].lower()
 
 
+# recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as
+# mkldnn_rnn_layer's is whatever its flag says), and whether one op runs all layers
+_RNN_BATCH_FIRST = {"mkldnn_rnn_layer": (-1, False), "_cudnn_rnn": (10, True),
+                    "miopen_rnn": (10, True), "lstm": (8, True), "gru": (8, True),
+                    "rnn_tanh": (8, True), "rnn_relu": (8, True)}
+RNN_OPS = frozenset(_RNN_BATCH_FIRST)
+
+
+def rnn_steps(name: str, args: Sequence[Any]) -> int:
+    """The sequential steps of a fused recurrent op: its time steps, times its layers when one
+    op runs them all (each step depends on the previous one; 0 if the arguments say nothing)."""
+    at, all_layers = _RNN_BATCH_FIRST[name]
+    x = _shape(args[0]) if args else ()
+    if len(x) < 2:
+        return 0
+    batch_first = at >= 0 and len(args) > at and isinstance(args[at], bool) and bool(args[at])
+    steps = x[1] if batch_first and len(x) == 3 else x[0]
+    if all_layers:  # lstm/gru(input, hx, params, has_biases, num_layers, ...)
+        idx = 9 if name in ("_cudnn_rnn", "miopen_rnn") else 4
+        layers = args[idx] if len(args) > idx and isinstance(args[idx], int) else 1
+        steps *= max(1, layers)
+    return int(steps)
+
+
+def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
+    """The share of a fused recurrent op's MACs in its hidden-to-hidden weights (W_hh), which
+    run step by step; the rest (W_ih) is one projection of all tokens at once."""
+    if name == "mkldnn_rnn_layer":
+        mats = [a for a in args[1:3] if isinstance(a, torch.Tensor)]
+    else:  # per layer and direction: W_ih, W_hh, then biases (1-D)
+        ws = args[1] if name in ("_cudnn_rnn", "miopen_rnn") else (args[2] if len(args) > 2
+                                                                    else ())
+        mats = [w for w in ws if isinstance(w, torch.Tensor) and w.dim() == 2] \
+            if isinstance(ws, (list, tuple)) else []
+    total = sum(_numel(_shape(w)) for w in mats)
+    rec = sum(_numel(_shape(w)) for w in mats[1::2])
+    return rec / total if total else 1.0
+
+
 def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     """What refines device time within an op class (see records.py): "inplace", "math",
-    "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...) or ""."""
+    "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...),
+    ``steps=<n>`` for a fused recurrent op (its sequential steps, see ``rnn_steps``) or ""."""
     name = _packet_name(func)
     if name == "convolution" and len(args) >= 9:
         return _conv_backend(args)
+    if name in RNN_OPS:
+        steps = rnn_steps(name, args)
+        return f"steps={steps},rec={rnn_recurrent_share(name, args):.4f}" if steps > 1 else ""
     schema = getattr(func, "_schema", None)
     inplace = bool(schema is not None and schema.arguments and schema.arguments[0].alias_info
                    is not None and schema.arguments[0].alias_info.is_write)
@@ -314,12 +357,24 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     return "math" if math_op else ("inplace" if inplace else "")
 
 
+def steps_of(variant: str) -> tuple[int, float]:
+    """(sequential steps, share of the work that runs step by step) that a kernel's variant
+    declares (``steps=<n>,rec=<share>``), else (1, 0.0)."""
+    if not variant.startswith("steps="):
+        return 1, 0.0
+    try:
+        fields = dict(f.split("=", 1) for f in variant.split(","))
+        return max(1, int(fields["steps"])), min(1.0, max(0.0, float(fields.get("rec", 1.0))))
+    except (KeyError, ValueError):
+        return 1, 0.0
+
+
 def static_traits(func: Any) -> tuple[str | None, str | None]:
     """``(classify(func, args), variant_of(func, args))`` where they do not depend on ``args``;
     None where they do (convolutions: their class depends on the groups, their variant on the
     backend). A tracer may cache them per op."""
     name = _packet_name(func)
     cls = _BY_NAME.get(name) or (_BY_NAME.get(name[:-1]) if name.endswith("_") else None)
-    if cls == "conv" or name == "convolution":
+    if cls == "conv" or name == "convolution" or name in RNN_OPS:
         return None, None
     return classify(func, ()), variant_of(func, ())
