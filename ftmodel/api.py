@@ -88,7 +88,7 @@ class Prediction:
     layers: tuple[LayerCost, ...] = ()
     warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
-    heap: str = "kept"  # the malloc state predicted: "plain" (glibc's defaults) or "kept"
+    heap: str = "kept"  # the malloc state modelled: "plain" (glibc's defaults) or "kept"
     page_faults: float = 0.0  # minor page faults per forward pass counted in overhead_s
 
     @property
@@ -207,7 +207,7 @@ class Predictor:
     """Predictions for one framework and profile; reuses device curves across calls."""
 
     def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
-                 dtype: str = "fp32", heap: str = "kept") -> None:
+                 dtype: str = "fp32", heap: str = "plain") -> None:
         if heap not in HEAPS:
             raise InvalidArgumentError(
                 f"heap must be one of {', '.join(map(repr, HEAPS))}, got {heap!r}: 'plain' "
@@ -366,17 +366,17 @@ class Predictor:
 
 def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto",
                     batch: int | Sequence[int] = 1, *, inputs: InputSpec = None,
-                    dtype: str = "fp32", host: Any = None, heap: str = "kept") -> Any:
+                    dtype: str = "fp32", host: Any = None, heap: str = "plain") -> Any:
     """Predict the inference latency of ``model`` (a Prediction, or a list for a list of batches).
 
     ``gpu`` is a built-in profile name, a calibrated profile path or object, or "auto" (the local
     GPU via NVML, else this machine's calibrated CPU profile). ``host`` overrides the host half.
-    ``heap`` is the malloc state predicted on a CPU: ``"kept"`` (default: freed memory stays
-    mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`) or ``"plain"``
-    (experimental: glibc's default malloc, which maps large freed blocks afresh and page-faults
-    them in every forward pass, simulated from the traced allocations; see
-    :mod:`ftmodel.estimate.allocator` for what it cannot see). It does not change GPU
-    predictions.
+    ``heap`` is the malloc state predicted on a CPU: ``"plain"`` (default: a process with glibc's
+    default malloc, which maps large freed blocks afresh and page-faults them in every forward
+    pass, simulated from the traced allocations at the profile's calibrated price per page; see
+    :mod:`ftmodel.estimate.allocator` for what it cannot see) or ``"kept"`` (freed memory stays
+    mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`). Eager only; other
+    frameworks and GPU predictions are unchanged by it.
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")

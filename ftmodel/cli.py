@@ -217,10 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", "-b", default="1,2,4,8,16,32")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--host", default=None, help="host profile (name or path)")
-    p.add_argument("--heap", choices=("plain", "kept"), default="kept",
-                   help="CPU malloc state: kept (freed memory stays mapped, as with jemalloc or "
-                   "tcmalloc; default) or plain (experimental: glibc's defaults, simulated page "
-                   "faults counted)")
+    p.add_argument("--heap", choices=("plain", "kept"), default="plain",
+                   help="CPU malloc state: plain (glibc's defaults, simulated page faults "
+                   "counted; default) or kept (freed memory stays mapped, as with jemalloc or "
+                   "tcmalloc)")
     p.set_defaults(fn=cmd_predict)
     cm = sub.add_parser("compare", help="each framework's predicted latency per batch, and "
                         "the fastest")

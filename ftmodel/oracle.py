@@ -138,6 +138,10 @@ class CostOracle:
     default 4096 for frameworks that build an artifact (a miss costs an export) and 64 for
     those that lower the trace (a miss costs about a millisecond, less than what keeping every
     program alive costs Python's garbage collector).
+    ``heap`` defaults to ``"kept"``, unlike :func:`ftmodel.predict_latency`: a candidate
+    assembled from cached blocks keeps each block's own storage ids, which do not give the whole
+    program's allocation lifetimes that the plain-process page-fault simulation needs
+    (``heap="plain"`` is accepted and approximate).
     """
 
     def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,

@@ -356,8 +356,8 @@ def test_plain_heap_adds_the_simulated_faults_at_the_calibrated_price(
 
     prof = profile_factory(page_fault_s=1e-6)
     model, x = _wide(), torch.randn(64, 64)
-    kept = predict_latency(model, "eager", prof, 64, inputs=x)  # the default
-    plain = predict_latency(model, "eager", prof, 64, inputs=x, heap="plain")
+    kept = predict_latency(model, "eager", prof, 64, inputs=x, heap="kept")
+    plain = predict_latency(model, "eager", prof, 64, inputs=x)  # the default: a plain process
     assert (kept.heap, plain.heap) == ("kept", "plain")
     assert kept.page_faults == 0.0
     predictor = ftmodel.api.Predictor("eager", prof)

@@ -44,6 +44,7 @@ Counting semantics
 from __future__ import annotations
 
 import functools
+import logging
 import shutil
 import warnings
 from collections.abc import Callable
@@ -327,6 +328,8 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
 
     feasibility.precheck(NAME, trace)
     dev = _check_toolchain(device)
+    # inductor's C++ toolchain probe logs "No CUDA runtime is found" on CPU-only machines
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     net = model_in_dtype(model, dtype, dev)
     inp = real_inputs(model, inputs, batch, dtype, dev)
     with eval_no_grad(net), warnings.catch_warnings():
