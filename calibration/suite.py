@@ -228,7 +228,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         sweeps = op_samples(quick, CPU_GRID)
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
-        + 2 * len(extra) + framework_curve_steps(extra, device) + (device == "cpu")
+        + 2 * len(extra) + framework_curve_steps(extra, device) \
+        + (device == "cpu" and (base is None or base.host is None or base.host.page_fault_s == 0))
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftmodel.zoo import ZooModel, lookup, mlp
+from ftmodel.zoo import ZooModel, image_inputs, lookup, mlp, token_inputs, torchvision_model
 
 __all__ = ["CORPUS", "FAMILIES", "get_corpus_model", "held_out", "is_held_out", "tuning"]
 
@@ -36,14 +36,6 @@ def is_held_out(name: str) -> bool:
 
 
 # ---------------------------------------------------------------- builders
-def _tv(arch: str, **kw: Any) -> Callable[[], nn.Module]:
-    def build() -> nn.Module:
-        import torchvision
-        model: nn.Module = getattr(torchvision.models, arch)(weights=None, **kw)
-        return model.eval()
-    return build
-
-
 def _timm(arch: str, **kw: Any) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import timm
@@ -59,17 +51,6 @@ def _hf(model_cls: str, config_cls: str, **cfg: Any) -> Callable[[], nn.Module]:
         model: nn.Module = getattr(transformers, model_cls)(config)
         return model.eval()
     return build
-
-
-def _image(side: int) -> Callable[[int], torch.Tensor]:
-    return lambda b: torch.randn(b, 3, side, side)  # (B, 3, H, W)
-
-
-def _tokens(seq: int, vocab: int) -> Callable[[int], dict[str, torch.Tensor]]:
-    def make(b: int) -> dict[str, torch.Tensor]:
-        g = torch.Generator().manual_seed(0)
-        return {"input_ids": torch.randint(0, vocab, (b, seq), generator=g)}  # (B, S)
-    return make
 
 
 def _token_tensor(seq: int, vocab: int) -> Callable[[int], torch.Tensor]:
@@ -190,59 +171,68 @@ def _vector(n: int) -> Callable[[int], torch.Tensor]:
 _VOCAB = 8000
 CORPUS: dict[str, ZooModel] = {m.name: m for m in [
     # torchvision / timm CNNs
-    ZooModel("resnet34@96", "resnet", _tv("resnet34"), _image(96)),
-    ZooModel("resnext50_32x4d@96", "resnet", _tv("resnext50_32x4d"), _image(96)),
-    ZooModel("wide_resnet50_2@64", "resnet", _tv("wide_resnet50_2"), _image(64)),
-    ZooModel("regnet_x_400mf@112", "regnet", _tv("regnet_x_400mf"), _image(112)),
-    ZooModel("regnet_y_800mf@96", "regnet", _tv("regnet_y_800mf"), _image(96)),
-    ZooModel("regnet_x_1_6gf@96", "regnet", _tv("regnet_x_1_6gf"), _image(96)),
-    ZooModel("densenet169@64", "densenet", _tv("densenet169"), _image(64)),
-    ZooModel("densenet201@64", "densenet", _tv("densenet201"), _image(64)),
-    ZooModel("shufflenet_v2_x0_5@112", "shufflenet", _tv("shufflenet_v2_x0_5"), _image(112)),
-    ZooModel("shufflenet_v2_x1_0@112", "shufflenet", _tv("shufflenet_v2_x1_0"), _image(112)),
-    ZooModel("shufflenet_v2_x1_5@96", "shufflenet", _tv("shufflenet_v2_x1_5"), _image(96)),
-    ZooModel("efficientnet_b1@112", "efficientnet", _tv("efficientnet_b1"), _image(112)),
-    ZooModel("efficientnet_v2_s@96", "efficientnet", _tv("efficientnet_v2_s"), _image(96)),
+    ZooModel("resnet34@96", "resnet", torchvision_model("resnet34"), image_inputs(96)),
+    ZooModel("resnext50_32x4d@96", "resnet", torchvision_model("resnext50_32x4d"),
+             image_inputs(96)),
+    ZooModel("wide_resnet50_2@64", "resnet", torchvision_model("wide_resnet50_2"),
+             image_inputs(64)),
+    ZooModel("regnet_x_400mf@112", "regnet", torchvision_model("regnet_x_400mf"),
+             image_inputs(112)),
+    ZooModel("regnet_y_800mf@96", "regnet", torchvision_model("regnet_y_800mf"), image_inputs(96)),
+    ZooModel("regnet_x_1_6gf@96", "regnet", torchvision_model("regnet_x_1_6gf"), image_inputs(96)),
+    ZooModel("densenet169@64", "densenet", torchvision_model("densenet169"), image_inputs(64)),
+    ZooModel("densenet201@64", "densenet", torchvision_model("densenet201"), image_inputs(64)),
+    ZooModel("shufflenet_v2_x0_5@112", "shufflenet", torchvision_model("shufflenet_v2_x0_5"),
+             image_inputs(112)),
+    ZooModel("shufflenet_v2_x1_0@112", "shufflenet", torchvision_model("shufflenet_v2_x1_0"),
+             image_inputs(112)),
+    ZooModel("shufflenet_v2_x1_5@96", "shufflenet", torchvision_model("shufflenet_v2_x1_5"),
+             image_inputs(96)),
+    ZooModel("efficientnet_b1@112", "efficientnet", torchvision_model("efficientnet_b1"),
+             image_inputs(112)),
+    ZooModel("efficientnet_v2_s@96", "efficientnet", torchvision_model("efficientnet_v2_s"),
+             image_inputs(96)),
     ZooModel("efficientnet_lite0@112", "efficientnet", _timm("efficientnet_lite0"),
-             _image(112)),
-    ZooModel("ghostnet_100@112", "ghostnet", _timm("ghostnet_100"), _image(112)),
-    ZooModel("ghostnetv2_100@112", "ghostnet", _timm("ghostnetv2_100"), _image(112)),
-    ZooModel("convnext_tiny@64", "convnext", _tv("convnext_tiny"), _image(64)),
-    ZooModel("convnext_atto@112", "convnext", _timm("convnext_atto"), _image(112)),
-    ZooModel("mobilenet_v3_large@112", "mobilenet", _tv("mobilenet_v3_large"), _image(112)),
-    ZooModel("mnasnet1_0@112", "mobilenet", _tv("mnasnet1_0"), _image(112)),
+             image_inputs(112)),
+    ZooModel("ghostnet_100@112", "ghostnet", _timm("ghostnet_100"), image_inputs(112)),
+    ZooModel("ghostnetv2_100@112", "ghostnet", _timm("ghostnetv2_100"), image_inputs(112)),
+    ZooModel("convnext_tiny@64", "convnext", torchvision_model("convnext_tiny"), image_inputs(64)),
+    ZooModel("convnext_atto@112", "convnext", _timm("convnext_atto"), image_inputs(112)),
+    ZooModel("mobilenet_v3_large@112", "mobilenet", torchvision_model("mobilenet_v3_large"),
+             image_inputs(112)),
+    ZooModel("mnasnet1_0@112", "mobilenet", torchvision_model("mnasnet1_0"), image_inputs(112)),
     ZooModel("mobilenetv3_large_075@112", "mobilenet", _timm("mobilenetv3_large_075"),
-             _image(112)),
-    ZooModel("googlenet@112", "inception", _tv("googlenet", aux_logits=False,
-                                               init_weights=False), _image(112)),
+             image_inputs(112)),
+    ZooModel("googlenet@112", "inception", torchvision_model("googlenet", aux_logits=False,
+                                               init_weights=False), image_inputs(112)),
     # vision transformers, hybrids, MLP-Mixers
-    ZooModel("vit_b_32@96", "vit", _tv("vit_b_32", image_size=96), _image(96)),
+    ZooModel("vit_b_32@96", "vit", torchvision_model("vit_b_32", image_size=96), image_inputs(96)),
     ZooModel("deit_tiny@112", "vit", _timm("deit_tiny_patch16_224", img_size=112),
-             _image(112)),
-    ZooModel("vit_small@96", "vit", _timm("vit_small_patch16_224", img_size=96), _image(96)),
-    ZooModel("swin_t@112", "swin", _tv("swin_t"), _image(112)),
-    ZooModel("swin_v2_t@64", "swin", _tv("swin_v2_t"), _image(64)),
-    ZooModel("levit_128s@112", "hybrid-vit", _timm("levit_128s", img_size=112), _image(112)),
-    ZooModel("mobilevit_xxs@128", "hybrid-vit", _timm("mobilevit_xxs"), _image(128)),
-    ZooModel("efficientvit_b0@128", "hybrid-vit", _timm("efficientvit_b0"), _image(128)),
-    ZooModel("fastvit_t8@128", "hybrid-vit", _timm("fastvit_t8"), _image(128)),
-    ZooModel("mixer_s16@112", "mlp-mixer", _timm("mixer_s16_224", img_size=112), _image(112)),
-    ZooModel("resmlp_12@112", "mlp-mixer", _timm("resmlp_12_224", img_size=112), _image(112)),
+             image_inputs(112)),
+    ZooModel("vit_small@96", "vit", _timm("vit_small_patch16_224", img_size=96), image_inputs(96)),
+    ZooModel("swin_t@112", "swin", torchvision_model("swin_t"), image_inputs(112)),
+    ZooModel("swin_v2_t@64", "swin", torchvision_model("swin_v2_t"), image_inputs(64)),
+    ZooModel("levit_128s@112", "hybrid-vit", _timm("levit_128s", img_size=112), image_inputs(112)),
+    ZooModel("mobilevit_xxs@128", "hybrid-vit", _timm("mobilevit_xxs"), image_inputs(128)),
+    ZooModel("efficientvit_b0@128", "hybrid-vit", _timm("efficientvit_b0"), image_inputs(128)),
+    ZooModel("fastvit_t8@128", "hybrid-vit", _timm("fastvit_t8"), image_inputs(128)),
+    ZooModel("mixer_s16@112", "mlp-mixer", _timm("mixer_s16_224", img_size=112), image_inputs(112)),
+    ZooModel("resmlp_12@112", "mlp-mixer", _timm("resmlp_12_224", img_size=112), image_inputs(112)),
     # Hugging Face encoders
     ZooModel("bert-6x384@64", "encoder",
              _hf("BertModel", "BertConfig", hidden_size=384, num_hidden_layers=6,
                  num_attention_heads=6, intermediate_size=1536, vocab_size=_VOCAB),
-             _tokens(64, _VOCAB)),
+             token_inputs(64, _VOCAB)),
     ZooModel("electra-small@64", "encoder",
              _hf("ElectraModel", "ElectraConfig", embedding_size=128, hidden_size=256,
                  num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024,
-                 vocab_size=_VOCAB), _tokens(64, _VOCAB)),
+                 vocab_size=_VOCAB), token_inputs(64, _VOCAB)),
     ZooModel("distilbert-4x384@96", "encoder",
              _hf("DistilBertModel", "DistilBertConfig", dim=384, n_layers=4, n_heads=6,
-                 hidden_dim=1536, vocab_size=_VOCAB), _tokens(96, _VOCAB)),
+                 hidden_dim=1536, vocab_size=_VOCAB), token_inputs(96, _VOCAB)),
     ZooModel("t5-encoder-4x256@64", "encoder",
              _hf("T5EncoderModel", "T5Config", d_model=256, d_ff=1024, d_kv=64, num_layers=4,
-                 num_heads=4, vocab_size=_VOCAB), _tokens(64, _VOCAB)),
+                 num_heads=4, vocab_size=_VOCAB), token_inputs(64, _VOCAB)),
     ZooModel("wav2vec2-4x256@8000", "encoder",
              _hf("Wav2Vec2Model", "Wav2Vec2Config", hidden_size=256, num_hidden_layers=4,
                  num_attention_heads=4, intermediate_size=1024, conv_dim=(128,) * 7,
@@ -252,15 +242,15 @@ CORPUS: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("gpt2-6x512@64", "decoder",
              _hf("GPT2Model", "GPT2Config", n_embd=512, n_layer=6, n_head=8,
                  vocab_size=_VOCAB, n_positions=256, bos_token_id=0, eos_token_id=0),
-             _tokens(64, _VOCAB)),
+             token_inputs(64, _VOCAB)),
     ZooModel("llama-gqa-4x512@64", "decoder",
              _hf("LlamaModel", "LlamaConfig", hidden_size=512, intermediate_size=1376,
                  num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
-                 vocab_size=_VOCAB, max_position_embeddings=256), _tokens(64, _VOCAB)),
+                 vocab_size=_VOCAB, max_position_embeddings=256), token_inputs(64, _VOCAB)),
     ZooModel("qwen2-gqa-4x384@64", "decoder",
              _hf("Qwen2Model", "Qwen2Config", hidden_size=384, intermediate_size=1024,
                  num_hidden_layers=4, num_attention_heads=6, num_key_value_heads=2,
-                 vocab_size=_VOCAB, max_position_embeddings=256), _tokens(64, _VOCAB)),
+                 vocab_size=_VOCAB, max_position_embeddings=256), token_inputs(64, _VOCAB)),
     # recurrent nets
     ZooModel("lstm-lm-2x512@64", "recurrent", LSTMLanguageModel, _token_tensor(64, 2000)),
     ZooModel("gru-bi-2x256@64", "recurrent", GRUClassifier, _token_tensor(64, 5000)),

@@ -16,7 +16,8 @@ from torch import nn
 
 from ftmodel.errors import UnknownNameError
 
-__all__ = ["ZooModel", "ZOO", "get_model", "lookup", "mlp"]
+__all__ = ["ZooModel", "ZOO", "get_model", "image_inputs", "lookup", "mlp", "token_inputs",
+           "torchvision_model"]
 
 
 @dataclass(frozen=True)
@@ -27,18 +28,22 @@ class ZooModel:
     make_inputs: Callable[[int], Any]  # batch -> inputs
 
 
-def _tv(arch: str, **kw: Any) -> Callable[[], nn.Module]:
+def torchvision_model(arch: str, **kw: Any) -> Callable[[], nn.Module]:
+    """A builder of torchvision's ``arch`` with random weights, in eval mode."""
     def build() -> nn.Module:
         import torchvision
-        return getattr(torchvision.models, arch)(weights=None, **kw).eval()
+        model: nn.Module = getattr(torchvision.models, arch)(weights=None, **kw)
+        return model.eval()
     return build
 
 
-def _image(side: int) -> Callable[[int], torch.Tensor]:
+def image_inputs(side: int) -> Callable[[int], torch.Tensor]:
+    """``batch -> `` random images of ``side`` × ``side`` pixels."""
     return lambda b: torch.randn(b, 3, side, side)  # (B, 3, H, W)
 
 
-def _tokens(seq: int, vocab: int = 1000) -> Callable[[int], dict[str, torch.Tensor]]:
+def token_inputs(seq: int, vocab: int = 1000) -> Callable[[int], dict[str, torch.Tensor]]:
+    """``batch -> {"input_ids": ...}`` of ``seq`` token ids below ``vocab`` (fixed seed)."""
     def make(b: int) -> dict[str, torch.Tensor]:
         g = torch.Generator().manual_seed(0)
         return {"input_ids": torch.randint(0, vocab, (b, seq), generator=g)}  # (B, S)
@@ -72,26 +77,30 @@ def _vit_small() -> nn.Module:
 
 
 ZOO: dict[str, ZooModel] = {m.name: m for m in [
-    ZooModel("resnet18@112", "cnn", _tv("resnet18"), _image(112)),
-    ZooModel("resnet50@112", "cnn", _tv("resnet50"), _image(112)),
-    ZooModel("mobilenet_v2@112", "mobile-cnn", _tv("mobilenet_v2"), _image(112)),
-    ZooModel("mobilenet_v3_small@112", "mobile-cnn", _tv("mobilenet_v3_small"), _image(112)),
-    ZooModel("efficientnet_b0@112", "mobile-cnn", _tv("efficientnet_b0"), _image(112)),
-    ZooModel("squeezenet1_1@112", "mobile-cnn", _tv("squeezenet1_1"), _image(112)),
-    ZooModel("regnet_y_400mf@112", "cnn", _tv("regnet_y_400mf"), _image(112)),
-    ZooModel("densenet121@64", "cnn", _tv("densenet121"), _image(64)),
-    ZooModel("vit-small@64", "transformer", _vit_small, _image(64)),
+    ZooModel("resnet18@112", "cnn", torchvision_model("resnet18"), image_inputs(112)),
+    ZooModel("resnet50@112", "cnn", torchvision_model("resnet50"), image_inputs(112)),
+    ZooModel("mobilenet_v2@112", "mobile-cnn", torchvision_model("mobilenet_v2"),
+             image_inputs(112)),
+    ZooModel("mobilenet_v3_small@112", "mobile-cnn", torchvision_model("mobilenet_v3_small"),
+             image_inputs(112)),
+    ZooModel("efficientnet_b0@112", "mobile-cnn", torchvision_model("efficientnet_b0"),
+             image_inputs(112)),
+    ZooModel("squeezenet1_1@112", "mobile-cnn", torchvision_model("squeezenet1_1"),
+             image_inputs(112)),
+    ZooModel("regnet_y_400mf@112", "cnn", torchvision_model("regnet_y_400mf"), image_inputs(112)),
+    ZooModel("densenet121@64", "cnn", torchvision_model("densenet121"), image_inputs(64)),
+    ZooModel("vit-small@64", "transformer", _vit_small, image_inputs(64)),
     ZooModel("bert-mini@64", "transformer",
              _hf("Bert", hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                 intermediate_size=1024, vocab_size=1000), _tokens(64)),
+                 intermediate_size=1024, vocab_size=1000), token_inputs(64)),
     ZooModel("gpt2-small4@64", "transformer",
              _hf("GPT2", n_embd=384, n_layer=4, n_head=6, vocab_size=1000, n_positions=128),
-             _tokens(64)),
+             token_inputs(64)),
     ZooModel("mlp-deep-narrow", "mlp", lambda: mlp(32, 128), lambda b: torch.randn(b, 256)),
     ZooModel("mlp-wide-shallow", "mlp", lambda: mlp(2, 4096), lambda b: torch.randn(b, 256)),
     # full-size references (not in the CPU validation: too slow to measure live at batch 32)
-    ZooModel("resnet50", "cnn", _tv("resnet50"), _image(224)),
-    ZooModel("bert-base", "transformer", _hf("Bert"), _tokens(128, 30522)),
+    ZooModel("resnet50", "cnn", torchvision_model("resnet50"), image_inputs(224)),
+    ZooModel("bert-base", "transformer", _hf("Bert"), token_inputs(128, 30522)),
 ]}
 VALIDATION_SET = tuple(n for n in ZOO if n not in ("resnet50", "bert-base"))
 

@@ -287,15 +287,15 @@ class DeviceModel:
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
         br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
-        traits = [steps_of(k.variant) for k in kernels]
-        steps = np.array([t[0] for t in traits], dtype=np.float64)
         # steps are priced on curves of pre-packed GEMMs only: a framework's own (ONNX Runtime's
         # MLAS); eager's GEMM samples re-pack their weights on every call, which a fused layer
         # does once, so there the layer stays one GEMM over all its tokens
-        own = np.array([str(c).startswith(f"{self.framework}/") for c in classes])
-        steps = np.where(own, steps, 1.0)
-        if not (steps > 1).any():
+        own = f"{self.framework}/"
+        traits = [steps_of(k.variant) if str(c).startswith(own) else (1, 0.0)
+                  for k, c in zip(kernels, classes)]
+        if all(t[0] == 1 for t in traits):
             return self._times(kernels, classes, dtypes, macs, br, bw, warns)
+        steps = np.array([t[0] for t in traits], dtype=np.float64)
         # fused recurrent layers: the input projection is one GEMM over all tokens, the
         # recurrent one runs step after step, each step reading the recurrent weights whole
         rec = np.array([t[1] for t in traits])
@@ -305,7 +305,7 @@ class DeviceModel:
                                 wts * (1 - rec) + act, bw, warns)
         r = np.flatnonzero(steps > 1)
         s = steps[r]
-        h_step, c_step = self._times([kernels[i] for i in r], classes[r], dtypes[r],
+        h_step, c_step = self._times([kernels[i] for i in r.tolist()], classes[r], dtypes[r],
                                      macs[r] * rec[r] / s, wts[r] * rec[r] + act[r] / s,
                                      bw[r] / s, warns)
         # only the first step finds its operands cold

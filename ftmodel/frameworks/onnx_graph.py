@@ -14,7 +14,8 @@ Counting semantics
 * **Work per kernel** from the node's own tensor shapes (static, at the requested batch):
   MACs of the fused node (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``;
   Attention: the QKV projection plus ``B·S_q·S_k·(D_qk + D_v)``; Einsum: the product of all
-  index sizes; LSTM/GRU/RNN: tokens × (numel(W) + numel(R)), as for the traced fused layers) — computed from the shapes ORT actually uses, so NCHWc channel padding counts;
+  index sizes; LSTM/GRU/RNN: tokens × (numel(W) + numel(R)), as for the traced fused layers) —
+  computed from the shapes ORT actually uses, so NCHWc channel padding counts;
   ``bytes_read`` / ``bytes_written`` = the node's inputs / outputs at the kernel boundary;
   ``bytes_weights`` = its initializer inputs.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
@@ -42,6 +43,7 @@ from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.frameworks.onnx_ops import (_DTYPE_NAME, _ELEM_SIZE, _MATMUL_OPS, MATH_OPS,
                                          SKIP_OPS, VIEW_OPS, Shape, classify_node, op_class_of)
 from ftmodel.frameworks.onnx_shapes import _attrs, _ShapePass
+from ftmodel.tracing.formulas import rnn_variant
 
 __all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
 
@@ -277,7 +279,7 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) > 2 and ins[0] is not None:
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
-            variant = f"steps={steps},rec={r / (w + r) if w + r else 1.0:.4f}" if steps > 1 else ""
+            variant = rnn_variant(steps, r / (w + r) if w + r else 1.0)
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
                                    _DTYPE_NAME.get(out_dtype, "float32"), variant, weights))

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 
 __all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
-           "static_traits", "RNN_OPS", "rnn_recurrent_share", "rnn_steps", "steps_of"]
+           "static_traits", "RNN_OPS", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
+           "steps_of"]
 
 OP_CLASSES: tuple[str, ...] = (
     "gemm",  # mm, addmm: work = MACs
@@ -345,8 +346,7 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     if name == "convolution" and len(args) >= 9:
         return _conv_backend(args)
     if name in RNN_OPS:
-        steps = rnn_steps(name, args)
-        return f"steps={steps},rec={rnn_recurrent_share(name, args):.4f}" if steps > 1 else ""
+        return rnn_variant(rnn_steps(name, args), rnn_recurrent_share(name, args))
     schema = getattr(func, "_schema", None)
     inplace = bool(schema is not None and schema.arguments and schema.arguments[0].alias_info
                    is not None and schema.arguments[0].alias_info.is_write)
@@ -355,6 +355,12 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     if math_op and inplace:
         return "math_inplace"
     return "math" if math_op else ("inplace" if inplace else "")
+
+
+def rnn_variant(steps: int, recurrent_share: float) -> str:
+    """The variant of a fused recurrent kernel (``steps=<n>,rec=<share>``, read back by
+    :func:`steps_of`); "" for a single step."""
+    return f"steps={steps},rec={recurrent_share:.4f}" if steps > 1 else ""
 
 
 def steps_of(variant: str) -> tuple[int, float]:
