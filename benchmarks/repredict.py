@@ -2,7 +2,7 @@
 latencies measured then (a screen for a model change between live runs; not a validation:
 predicted and measured are not from the same run).
 
-    python benchmarks/repredict.py benchmarks/results/gpu-h100/eager-lease1.csv \\
+    python benchmarks/repredict.py benchmarks/results/gpu-h100/eager-run1.csv \\
         --profile benchmarks/results/gpu-h100/h100-profile.json
     python benchmarks/repredict.py benchmarks/results/cpu-eager.csv \\
         --profile benchmarks/results/cpu-profile.json --framework eager
