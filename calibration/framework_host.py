@@ -49,7 +49,8 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
             continue
         build_s[p.name] = time.perf_counter() - t0
         counts[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
-    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                                   settle_s=fw.settle_s)
     names = list(fns)
     times = [measured[n].time_s for n in names]
     fit = fit_event_costs([counts[n] | {PER_CALL: 1} for n in names], times)

@@ -168,7 +168,8 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     if not floors or len(fns) <= len(floors):
         return None, raw
     with torch.no_grad():
-        hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+        hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                                  settle_s=fw.settle_s)
     node_times: dict[str, float | None] = {}
     if framework == "onnxruntime":
         for s in samples:

@@ -158,7 +158,8 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             # host side as predicted, per-call cost included (0 for eager)
             rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
-    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30)
+    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30,
+                                   settle_s=fw.settle_s)
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
                         [r[4] for r in rows], [measured[r[0]].time_s for r in rows],
                         groups=[r[0][0] for r in rows])

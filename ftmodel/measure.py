@@ -157,10 +157,18 @@ def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: 
 
 def measure_interleaved(fns: Mapping[Hashable, Callable[[], object]], *, device: str = "cpu",
                         rounds: int = 5, warmup: int = 2, round_s: float = 0.05,
-                        max_reps: int = 200) -> dict[Hashable, Measurement]:
-    """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each."""
+                        max_reps: int = 200, settle_s: float = 0.0
+                        ) -> dict[Hashable, Measurement]:
+    """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each.
+
+    ``settle_s``: sleep this long before each callable's block (and its warm-up), untimed. ONNX
+    Runtime's worker threads keep spinning for a while after a run; interleaved with another
+    session they steal its cores (chains of GEMMs measured 1.5-4x slow on 2 cores), so its
+    sessions are timed with a pause in between."""
     reps: dict[Hashable, int] = {}
     for key, fn in fns.items():
+        if settle_s > 0:
+            time.sleep(settle_s)
         for _ in range(warmup):
             fn()
         synchronize(device)
@@ -168,6 +176,9 @@ def measure_interleaved(fns: Mapping[Hashable, Callable[[], object]], *, device:
     medians: dict[Hashable, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for key, fn in fns.items():
+            if settle_s > 0:
+                time.sleep(settle_s)
+                fn()  # untimed: wakes the runtime's threads
             times = [_time_once(fn, device) for _ in range(reps[key])]
             medians[key].append(statistics.median(times))
     return {k: Measurement(min(v), tuple(v), reps[k] * rounds) for k, v in medians.items()}

@@ -147,7 +147,7 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
                 continue
             kept.append(lm)
         measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                                       warmup=2, max_reps=50)
+                                       warmup=2, max_reps=50, settle_s=fw.settle_s)
     out = []
     for lm in kept:
         n_params = sum(p.numel() for p in lm.model.parameters())

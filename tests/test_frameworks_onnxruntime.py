@@ -257,3 +257,34 @@ def test_grouped_query_attention_falls_back_to_the_dynamo_exporter() -> None:
     assert any("dynamo ONNX exporter" in w for w in prog.warnings)
     # fusion removes launches, not arithmetic
     assert prog.macs == pytest.approx(tr.total_macs, rel=0.05)
+
+
+def test_t5_rms_norm_fusion_keeps_shapes_known() -> None:
+    # ORT fuses T5's RMS norm into SimplifiedLayerNormalization, a contrib op registered in the
+    # default ONNX domain; every GEMM after it used to lose its shape and count 0 MACs
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.T5Config(d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
+                                vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.T5EncoderModel(cfg).eval()
+    ids = {"input_ids": torch.randint(0, 100, (2, 16))}  # (B, S)
+    tr = ftmodel.trace(model, ids, 2)
+    prog = ort_fw.lower_model(model, ids, 2, tr)
+    assert "SimplifiedLayerNormalization" in {k.members[0] for k in prog.kernels}
+    assert not any("shapes unknown" in w for w in prog.warnings), prog.warnings
+    assert prog.macs == pytest.approx(tr.total_macs, rel=0.05)
+
+
+def test_failed_export_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    # the TorchScript-based exporter dumps the whole IR graph from C++ when it fails (here on
+    # grouped-query attention) before the dynamo exporter takes over
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("onnxscript")
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                   max_position_embeddings=32)
+    model = transformers.LlamaModel(cfg).eval()
+    ids = {"input_ids": torch.randint(0, 100, (1, 8))}
+    ort_fw.build(model, ids, 1)
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out[:200], err[:200])

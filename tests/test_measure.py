@@ -62,6 +62,30 @@ def test_measure_interleaved_one_per_key() -> None:
     assert timed == first_round * 2
 
 
+def test_settle_pauses_and_wakes_before_each_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a runtime whose threads spin after a run (ONNX Runtime) is timed with a pause, then one
+    # untimed call, before each callable's block
+    import ftmodel.measure as m
+    events: list[str] = []
+    monkeypatch.setattr(m.time, "sleep", lambda s: events.append(f"sleep {s}"))
+
+    def make(key: str):  # type: ignore[no-untyped-def]
+        def fn() -> int:
+            events.append(key)
+            return _work()
+        return fn
+
+    out = measure_interleaved({"a": make("a"), "b": make("b")}, rounds=2, warmup=1,
+                              round_s=0.001, max_reps=3, settle_s=0.02)
+    blocks = [i for i, e in enumerate(events) if e == "sleep 0.02"]
+    assert len(blocks) == 2 + 2 * 2  # before each warm-up, and before each of 2 × 2 blocks
+    reps = {k: out[k].n_samples // 2 for k in out}
+    # after each pause of the timed rounds: one untimed call, then the block
+    for i in blocks[2:]:
+        key = events[i + 1]
+        assert events[i + 1: i + 2 + reps[key]] == [key] * (1 + reps[key])
+
+
 def test_spread_definition() -> None:
     m = Measurement(time_s=1.0, round_medians_s=(1.0, 1.5, 1.2), n_samples=9)
     assert m.spread == pytest.approx(0.5)

@@ -14,6 +14,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import io
+import os
+import sys
+import tempfile
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +52,29 @@ TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.floa
 _DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def silenced_output() -> Iterator[None]:
+    """Discard what the enclosed code writes to stdout and stderr, Python's and the C++
+    streams' alike (file descriptors 1 and 2): exporters print whole IR graphs from C++ when
+    they fail, and a library must not."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with tempfile.TemporaryFile() as sink, contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def trace_dtype(trace: Trace | None) -> str:

@@ -103,6 +103,9 @@ class Framework:
     host_events_from: str = ""  # host profile entry to read costs from ("" = own name)
     lower_model: ModelLowering | None = None
     runner: ModelRunner | None = None
+    # pause between timing two of its runners (ftmodel.measure.measure_interleaved's settle_s):
+    # its worker threads spin after a run and would steal the next runner's cores
+    settle_s: float = 0.0
 
     def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *, device: str,
                 dtype: str) -> Program:

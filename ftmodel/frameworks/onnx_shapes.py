@@ -115,13 +115,22 @@ class _ShapePass:
                 result[name] = _Tensor(dims, tt.elem_type)
         return result
 
+    def _has_schema(self, op_type: str) -> bool:
+        """Does onnx know ``op_type`` in the default domain at the graph's opset?"""
+        try:
+            self.onnx.defs.get_schema(op_type, self.opsets.get("", 17), "")
+        except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
+            return False
+        return True
+
     def _infer(self, node: Any) -> dict[str, _Tensor]:
         op, dom = node.op_type, node.domain or ""
         x = self._in(node, 0)
         same = {node.output[0]: _Tensor(x.shape, x.elem_type)} if x is not None else {}
-        if dom in ("", "ai.onnx"):
+        if dom in ("", "ai.onnx") and self._has_schema(op):
             out = self._standard(node)
             return out or (same if op in ELEMENTWISE_OPS or op not in _CLASS_OF else {})
+        # ORT's contrib ops; some (SimplifiedLayerNormalization) live in the default domain
         a = _attrs(node)
         fused_attrs = ("activation", "activation_params", "activation_alpha", "activation_beta",
                        "activation_gamma")

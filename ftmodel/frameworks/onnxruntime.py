@@ -32,9 +32,7 @@ repeated predictions and :func:`runner` reuse one export.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import re
 import tempfile
 import warnings
@@ -57,6 +55,7 @@ from ftmodel.frameworks._common import (
     module_names,
     module_path_from_scope,
     real_inputs,
+    silenced_output,
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, Program, register
@@ -189,8 +188,10 @@ def _export_unfused(wrapper: PositionalModule, path: Path, names: list[str]) -> 
         warnings.simplefilter("ignore")  # deprecation notices, TracerWarnings (see feasibility)
         first_error: Exception | None = None
         try:
-            torch.onnx.export(wrapper, wrapper.example, str(path), dynamo=False,
-                              opset_version=OPSET, do_constant_folding=True, input_names=names)
+            with silenced_output():  # it prints the IR graph when it fails
+                torch.onnx.export(wrapper, wrapper.example, str(path), dynamo=False,
+                                  opset_version=OPSET, do_constant_folding=True,
+                                  input_names=names)
             return "torchscript"
         except TypeError as err:
             if "dynamo" not in str(err):
@@ -198,8 +199,7 @@ def _export_unfused(wrapper: PositionalModule, path: Path, names: list[str]) -> 
         except Exception as err:  # noqa: BLE001 - an op the TorchScript exporter cannot convert
             first_error = err
         try:  # the torch.export-based exporter, as users fall back to it
-            with contextlib.redirect_stdout(io.StringIO()), \
-                    contextlib.redirect_stderr(io.StringIO()):
+            with silenced_output():
                 program = torch.onnx.export(wrapper, wrapper.example, dynamo=True,
                                             opset_version=OPSET, input_names=names,
                                             verbose=False)
@@ -365,4 +365,4 @@ def lower(trace: Trace) -> Program:
 
 FRAMEWORK = register(Framework(
     NAME, lower, description="ONNX Runtime (TorchScript-based ONNX export, ORT_ENABLE_ALL)",
-    lower_model=lower_model, runner=runner))
+    lower_model=lower_model, runner=runner, settle_s=0.02))
