@@ -139,11 +139,14 @@ def synthetic_networks(n: int = 12, seed: int = 7) -> list[SyntheticNet]:
 # leave-one-network-out error on the synthetic networks themselves.
 NO_CORRECTION = "none"  # the null form: single-op costs add up as they are
 IN_MODEL_FORMS: dict[str, tuple[str, ...]] = {
+    "n": ("per_kernel_s",),  # device time as the curves say: host-side terms only
     "k": ("device_scale",),
     "k+n": ("device_scale", "per_kernel_s"),
     "k+b": ("device_scale", "per_byte_s"),
     "k+n+b": ("device_scale", "per_kernel_s", "per_byte_s"),
 }
+# the forms tried for a framework whose device curves are isolated op samples (eager's sweeps)
+DEVICE_SCALED_FORMS = ("k", "k+n", "k+b", "k+n+b")
 
 
 def _nnls_rel(cols: np.ndarray, rest: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -151,10 +154,17 @@ def _nnls_rel(cols: np.ndarray, rest: np.ndarray, t: np.ndarray) -> np.ndarray:
     return coef
 
 
+def _fixed_device(names: tuple[str, ...], columns: dict[str, np.ndarray]) -> np.ndarray:
+    """The device time a form leaves as the curves give it: all of it when the form has no
+    ``device_scale`` term, none otherwise."""
+    return np.zeros_like(columns["device_scale"]) if "device_scale" in names \
+        else columns["device_scale"]
+
+
 def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[float],
                  n_kernels: list[int], measured_s: list[float],
                  groups: list[str] | None = None,
-                 forms: tuple[str, ...] = tuple(IN_MODEL_FORMS)) -> dict[str, float]:
+                 forms: tuple[str, ...] = DEVICE_SCALED_FORMS) -> dict[str, float]:
     """The in-model coefficients by NNLS in relative error (host_scale = 1).
 
     ``measured − Σo ≈ Σ coef·column`` over the columns of one of :data:`IN_MODEL_FORMS`. With
@@ -162,7 +172,7 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
     error, next to no correction at all (:data:`NO_CORRECTION`: device_scale 1, scored by its
     plain median error, as it fits nothing), and the best is kept (``cv_median_ape`` says how
     well; the terms it leaves out are 0); without, the last of ``forms`` (the candidate forms,
-    keys of :data:`IN_MODEL_FORMS`; all by default) is fitted.
+    keys of :data:`IN_MODEL_FORMS`; :data:`DEVICE_SCALED_FORMS` by default) is fitted.
     """
     t = np.asarray(measured_s, dtype=float)
     rest = t - np.asarray(host_s, dtype=float)
@@ -179,11 +189,12 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
         for form in forms:
             names = IN_MODEL_FORMS[form]
             a = np.stack([columns[c] for c in names], axis=1)
+            fixed = _fixed_device(names, columns)  # device time the form does not rescale
             errs: list[float] = []
             for held in np.unique(g):
                 tr = g != held
-                coef = _nnls_rel(a[tr], rest[tr], t[tr])
-                pred = t[~tr] - rest[~tr] + a[~tr] @ coef
+                coef = _nnls_rel(a[tr], rest[tr] - fixed[tr], t[tr])
+                pred = t[~tr] - rest[~tr] + fixed[~tr] + a[~tr] @ coef
                 errs += list(np.abs(pred - t[~tr]) / t[~tr])
             scores[form] = float(np.median(errs))
         form = min(scores, key=lambda f: scores[f])
@@ -192,8 +203,10 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
     else:
         form = forms[-1]
     names = IN_MODEL_FORMS[form]
-    coef = _nnls_rel(np.stack([columns[c] for c in names], axis=1), rest, t)
-    out = {"host_scale": 1.0, "device_scale": 0.0, "per_byte_s": 0.0, "per_kernel_s": 0.0}
+    coef = _nnls_rel(np.stack([columns[c] for c in names], axis=1),
+                     rest - _fixed_device(names, columns), t)
+    out = {"host_scale": 1.0, "device_scale": 0.0 if "device_scale" in names else 1.0,
+           "per_byte_s": 0.0, "per_kernel_s": 0.0}
     out.update({c: float(v) for c, v in zip(names, coef)})
     if scores:  # the chosen form's cross-validated error; the terms it left out stay 0
         out["cv_median_ape"] = scores[form]

@@ -58,7 +58,7 @@ from calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from calibration.framework_host import compile_limits, framework_host_stage
 from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from calibration.in_model_gpu import in_model_stage_async
-from calibration.networks import fit_in_model, synthetic_networks
+from calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
 from calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from calibration.sweep_stage import caller, class_stage, measure_group, subset_curve
 from calibration.update import kept_for_update, profile_to_update
@@ -160,9 +160,11 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30,
                                    settle_s=fw.settle_s)
+    sweep = FRAMEWORK_SWEEPS.get(framework)
+    forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
                         [r[4] for r in rows], [measured[r[0]].time_s for r in rows],
-                        groups=[r[0][0] for r in rows])
+                        groups=[r[0][0] for r in rows], forms=forms)
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
          "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)

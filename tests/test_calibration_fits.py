@@ -58,6 +58,20 @@ def test_in_model_fit_without_groups_fits_every_term() -> None:
     assert fit["per_byte_s"] == pytest.approx(1e-11, rel=1e-2)
 
 
+def test_host_only_form_leaves_device_time_as_the_curves_give_it() -> None:
+    # a runtime whose curves are its own in-session node times (ONNX Runtime): the form "n"
+    # fits a per-kernel cost on top of device time at scale 1, never rescales it
+    host, dev, nbytes, kernels, groups = _networks(4)
+    measured = [h + d + 2e-6 * n for h, d, n in zip(host, dev, kernels)]
+    fit = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups, forms=("n",))
+    assert fit["device_scale"] == 1.0
+    assert fit["per_kernel_s"] == pytest.approx(2e-6, rel=1e-3)
+    # even where the networks ran faster than the curves: no device scale is fitted
+    faster = [h + 0.7 * d for h, d in zip(host, dev)]
+    fit = fit_in_model(host, dev, nbytes, kernels, faster, groups=groups, forms=("n",))
+    assert fit["device_scale"] == 1.0 and fit["per_kernel_s"] == 0.0
+
+
 def _probe(lo_mib: float, hi_mib: float, share: float) -> dict[str, object]:
     grid = [1, 2, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64]
     hot, cold = 20e-6, 120e-6

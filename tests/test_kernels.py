@@ -83,6 +83,19 @@ def test_kernel_floor() -> None:
     assert t[1] == pytest.approx((1e9 + 1e5) / 1e10, rel=1e-4)
 
 
+def test_no_kernel_beats_the_fastest_rate_ever_measured() -> None:
+    # a copy curve with a sample whose time vanished under its floor (1 ns for 192 KiB, as ONNX
+    # Runtime's profiler reports sub-µs nodes), next to resolved samples at 1e10 B/s
+    copy = tuple((0.0, b, b, 2 * b / 1e10) for b in (1e5, 1e6, 1e7)) + ((0.0, 65536.0, 131072.0,
+                                                                         1e-9),)
+    gemm = tuple((m, 0.0, 0.0, m / 5e10) for m in (1e6, 1e8)) + ((1e4, 0.0, 0.0, 1e-9),)
+    dm = DeviceModel(_device({"copy": OpClassData("samples", copy),
+                              "gemm": OpClassData("samples", gemm)}))
+    t = dm.kernel_times_s([_ew(262144.0, "copy"), _gemm(1e4)])
+    assert t[0] >= 262144.0 / 1e10 * (1 - 1e-9)  # its bytes at the fastest resolved rate
+    assert t[1] >= 1e4 / 5e10 * (1 - 1e-9)
+
+
 def test_no_kernels() -> None:
     dm = DeviceModel(_device({"gemm": OpClassData("samples", SAT_ROWS)}))
     assert dm.kernel_times_s([]).shape == (0,)

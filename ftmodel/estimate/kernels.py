@@ -43,6 +43,14 @@ samples re-pack the weights on every call (oneDNN/MKL), which a fused layer does
 on them the layer is one GEMM of all its MACs, which under-prices small batches (an LSTM
 language model at batch 1: 0.55x on the EPYC).
 
+Physics floor: on sampled profiles no kernel is priced below its MACs at the fastest MAC rate
+any calibrated sample of a matrix-like class reached, nor below its bytes at the fastest byte
+rate any sample of another class reached (both over samples of at least
+``FLOOR_SAMPLE_MIN_S``, whose time is resolved; :func:`measured_peaks`). A curve interpolating
+between a real sample and one whose time vanished under its floor (an ONNX Runtime transpose of
+256 KiB at 0.08 µs) is held to what the device was ever seen to do. Roofline profiles have
+their spec sheet's peaks.
+
 Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
 transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
@@ -63,7 +71,8 @@ from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES, steps_of
 
-__all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold", "wave_factor"]
+__all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
+           "wave_factor"]
 
 FALLBACK_CLASS = {
     "gemm": "bmm", "bmm": "gemm", "attention": "bmm", "conv": "gemm", "conv_grouped": "conv",
@@ -74,6 +83,29 @@ FALLBACK_CLASS = {
 _EPS = 1.0
 # the shared curve whose cold penalty a MAC kernel on a hot-only framework curve borrows
 STREAM_CLASS = "reduction"
+# samples shorter than this are not trusted to set the measured peak rates (timer resolution,
+# floor subtraction): the physics floor comes from well-resolved samples only
+FLOOR_SAMPLE_MIN_S = 10e-6
+
+
+def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
+    """(MACs per second, bytes per second): the fastest rates any calibrated sample resolved
+    (time at least :data:`FLOOR_SAMPLE_MIN_S`) reached — MACs over matrix-like classes, bytes
+    read and written over the others, every framework's curves included; 0 where none."""
+    peak_macs = peak_bytes = 0.0
+    for name, data in device.op_classes.items():
+        if data.model != "samples" or not data.samples:
+            continue
+        rows = np.asarray(data.samples, dtype=np.float64)  # (n, 4): macs, read, written, s
+        ok = rows[:, 3] >= FLOOR_SAMPLE_MIN_S
+        if not ok.any():
+            continue
+        base = name.split("/")[-1].split(":")[0].split("@")[0]
+        if base in MAC_CLASSES:
+            peak_macs = max(peak_macs, float((rows[ok, 0] / rows[ok, 3]).max()))
+        else:
+            peak_bytes = max(peak_bytes, float(((rows[ok, 1] + rows[ok, 2]) / rows[ok, 3]).max()))
+    return peak_macs, peak_bytes
 
 
 # How far apart two MAC kernels are, for the nearest-neighbour curves: the weight of log
@@ -223,6 +255,7 @@ class DeviceModel:
         self._curves: dict[str, _SampleCurve | _Roofline] = {}
         self._cold: dict[str, _SampleCurve] = {}  # the same samples timed with cold operands
         self.cache = CacheModel.from_params(device.cache, framework)
+        self._peak_macs_per_s, self._peak_bytes_per_s = measured_peaks(device)
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
@@ -331,7 +364,11 @@ class DeviceModel:
                 cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
                              else hot[sel])
         self._borrow_cold_penalty(kernels, classes, hot, cold, macs, br, bw)
-        floor = self.device.kernel_floor_s
+        floor = np.full(n, self.device.kernel_floor_s)
+        if self._peak_macs_per_s > 0:
+            floor = np.maximum(floor, macs / self._peak_macs_per_s)
+        if self._peak_bytes_per_s > 0:
+            floor = np.maximum(floor, (br + bw) / self._peak_bytes_per_s)
         return np.maximum(hot, floor), np.maximum(cold, floor)
 
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
