@@ -8,6 +8,16 @@ measurements (``benchmarks/gpu_efficiency.json``, written by ``fit_gpu_efficienc
 host half is a *default* — the dispatch costs of the paper's Xeon hosts — and predictions that
 use it carry a warning.
 
+Efficiencies per architecture generation (``benchmarks/gpu_generations.json``): each GPU's
+``eff_cuda``, ``eff_tensor`` and ``eff_bw`` are its generation's published achieved fraction of
+peak (cuBLAS SGEMM, tensor-core GEMM, copy/STREAM bandwidth; a chip entry such as GA102 overrides
+its generation) times the residual that ``fit_gpu_efficiency.py`` fits for all GPUs
+(``gpu_efficiency.json``: how much of that large-GEMM / large-copy rate a model's kernels keep).
+Both factors are at most 1, so a kernel never runs faster than MACs / peak or bytes / bandwidth
+(except ``conv``, whose ``eff_conv`` is cuDNN's Winograd/FFT saving over direct MACs). A
+generation without a published figure gets the geometric mean of the generations with one, and
+its profile's provenance says so.
+
 Per op class the device half is a roofline (``ftmodel.estimate.kernels``):
 ``time = max((macs + half_macs) / peak, (bytes + half_bytes) / bandwidth, floor)`` with
 
@@ -39,7 +49,9 @@ the table's 28.26 non-tensor fp16 TFLOPS —, A100 40 GB SXM4).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,6 +75,9 @@ from ftmodel.hardware.profile import (  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 BUILTIN = ROOT / "ftmodel" / "hardware" / "builtin"
 PARAMS = ROOT / "benchmarks" / "gpu_efficiency.json"
+GENERATIONS = ROOT / "benchmarks" / "gpu_generations.json"
+# efficiency parameter -> column of gpu_generations.json it scales
+FRACTION_OF = {"eff_cuda": "sgemm", "eff_tensor": "tensor", "eff_bw": "bandwidth"}
 
 MAC_CLASSES = ("gemm", "bmm", "conv", "attention")
 BYTE_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "embedding", "copy",
@@ -97,6 +112,53 @@ NAMES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
 }
 # torch device names shared by two rows resolve to the first: H200 NVL reports "NVIDIA H200" too
 SHARED_TORCH_NAMES = {"h200-nvl"}
+
+
+@functools.lru_cache(maxsize=1)
+def generation_table(path: Path = GENERATIONS) -> dict[str, Any]:
+    """``gpu_generations.json``: published achieved fractions of peak per generation / chip."""
+    return dict(json.loads(path.read_text()))
+
+
+def _published(entry: dict[str, Any] | None) -> float | None:
+    return None if not entry or entry.get("fraction") is None else float(entry["fraction"])
+
+
+def _generation_mean(column: str) -> float:
+    """Geometric mean of a column over the generations that have a published figure."""
+    vals = [f for g in generation_table()["generations"].values()
+            if (f := _published(g.get(column))) is not None]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def generation_fractions(spec: GpuSpec) -> dict[str, dict[str, Any]]:
+    """Column (sgemm, tensor, bandwidth) -> {fraction, basis, source} for ``spec``'s chip or
+    generation; Pascal (no tensor cores) runs fp16 at the fp32 rate, so its tensor column is its
+    sgemm column."""
+    table = generation_table()
+    gen = table["generations"].get(spec.family, {})
+    chip = table.get("chips", {}).get(spec.arch.split()[-1], {})
+    out: dict[str, dict[str, Any]] = {}
+    for column in ("sgemm", "tensor", "bandwidth"):
+        own = column if not (column == "tensor" and spec.fp16_tensor_tflops is None) else "sgemm"
+        for level, entry in ((spec.arch.split()[-1], chip.get(own)), (spec.family, gen.get(own))):
+            if entry is not None and (f := _published(entry)) is not None:
+                out[column] = {"fraction": f, "basis": f"published ({level})",
+                               "measured": entry["measured"], "source": entry["source"]}
+                break
+        else:
+            out[column] = {"fraction": _generation_mean(own),
+                           "basis": f"no published figure for {spec.family}: geometric mean of "
+                                    "the generations with one (the fitted all-GPU value)"}
+    return out
+
+
+def scaled_efficiency(spec: GpuSpec, eff: dict[str, float]) -> dict[str, float]:
+    """``eff`` with ``eff_cuda``/``eff_tensor``/``eff_bw`` as fitted residuals multiplied by the
+    generation's published fractions (the GPU's own efficiencies)."""
+    fr = generation_fractions(spec)
+    return {**eff, **{k: eff[k] * fr[col]["fraction"] for k, col in FRACTION_OF.items()
+                      if k in eff}}
 
 
 def dtypes_of(spec: GpuSpec) -> tuple[str, ...]:
@@ -136,6 +198,7 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
 
 def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
                 launches: dict[str, dict[str, float]]) -> DeviceProfile:
+    eff = scaled_efficiency(spec, eff)
     bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
     byte = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
     classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
@@ -192,6 +255,13 @@ def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwarePr
                               "shared/data/framework_tax/latency.csv)",
                 "host": f"default host {host_name!r}: {params['hosts'][host_name]['note']}",
                 "fitted_on_gpus": params.get("fitted_on_gpus", []),
+                "generation_efficiency": {
+                    "generation": spec.family, "chip": spec.arch.split()[-1],
+                    "table": "benchmarks/gpu_generations.json",
+                    "fractions": generation_fractions(spec),
+                    "residuals": {k: eff[k] for k in FRACTION_OF if k in eff},
+                    "efficiencies": {k: v for k, v in scaled_efficiency(spec, eff).items()
+                                     if k in FRACTION_OF}},
             },
             aliases=aliases))
     host_only = [HostOnlyProfile(

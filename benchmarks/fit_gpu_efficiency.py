@@ -18,8 +18,13 @@ Then:
 1. **Launch expansion** per framework from the profiler traces (``gpu_launches.py``).
 2. **Least squares on log latency** over every (GPU, framework, precision, model, batch) point
    of the training GPUs, plus the summed kernel time of the traces (log, weight 2), of:
-   * device (shared by all GPUs, multiplied into each GPU's spec sheet): ``eff_cuda``,
-     ``eff_tensor``, ``eff_bw``, ``eff_grouped`` (fractions of the spec peaks), ``ramp_mac_s``,
+   * device (shared by all GPUs, multiplied into each GPU's spec sheet): the residuals
+     ``eff_cuda`` (GEMMs and convolutions, on CUDA cores and tensor cores alike: ``eff_tensor``
+     is tied to it) and ``eff_bw`` (bytes-bound kernels), each the share of its generation's
+     published large-GEMM / copy rate (``gpu_generations.json``, applied by
+     ``build_gpu_profiles.scaled_efficiency``) that a model's kernels keep, at most 1;
+     ``eff_conv`` (cuDNN's Winograd/FFT saving over direct MACs), ``eff_grouped`` (grouped
+     convolutions, fraction of the MAC-class rate), ``ramp_mac_s``,
      ``ramp_byte_s`` (per-kernel ramp-up), ``kernel_floor_s`` and ``tile_outputs`` (output
      elements per SM tile: wave/tile quantisation over the GPU's SM count);
    * host, per framework and event (seconds on the RTX 8000's Xeon E5-2630): eager ``conv``,
@@ -31,8 +36,7 @@ Then:
      E5-2630, shared by all frameworks.
    ``launch_latency_s`` (4 µs) and ``sync_s`` (10 µs) are fixed, typical of PCIe GPUs. A weak
    prior (weight 0.05 per log-parameter, towards ``START``) keeps parameters the training data
-   cannot identify at a typical value: ``eff_tensor`` without a tensor-core GPU (leave the RTX
-   8000 out), and ONNX Runtime's host costs, which only the RTX 8000 measured — a
+   cannot identify at a typical value: ONNX Runtime's host costs, which only the RTX 8000 measured — a
    leave-one-GPU-out fit without it predicts ONNX Runtime from ``START`` alone.
 3. **Default host** ``paper-host``: the geometric mean of the fitted hosts' speed factors; used
    for every GPU whose paper host was not measured, and for a GPU left out of the fit.
@@ -86,8 +90,9 @@ from gpu_launches import fit_tables  # noqa: E402
 OUT = Path(__file__).resolve().parent / "gpu_efficiency.json"
 FIXED = {"launch_latency_s": 4e-6, "sync_s": 1e-5}
 FRAMEWORKS = ("eager", "torchscript", "onnxruntime")
-DEVICE_KEYS = ("eff_cuda", "eff_conv", "eff_tensor", "eff_bw", "eff_grouped", "ramp_mac_s",
+DEVICE_KEYS = ("eff_cuda", "eff_conv", "eff_bw", "eff_grouped", "ramp_mac_s",
                "ramp_byte_s", "kernel_floor_s", "tile_outputs")
+TIED = {"eff_tensor": "eff_cuda"}  # one GEMM residual for CUDA-core and tensor-core GEMMs
 HOST_KEYS = {
     "eager": ("conv", "gemm", "other", "aux", "module_call", "view", "per_call"),
     "torchscript": ("conv", "gemm", "other", "jit_node", "view", "per_call"),
@@ -108,7 +113,7 @@ LOSS, F_SCALE = "soft_l1", 0.25
 PRIOR_WEIGHT = 0.05  # weak pull of log-parameters towards START: pins what data cannot identify
 _HOST_START = {"conv": 3e-5, "gemm": 2e-5, "other": 1.5e-5, "aux": 5e-6, "module_call": 5e-6,
                "jit_node": 3e-7, "view": 3e-6, "per_call": 5e-5}
-START = {"eff_cuda": 0.7, "eff_conv": 1.0, "eff_tensor": 0.5, "eff_bw": 0.8, "eff_grouped": 0.3,
+START = {"eff_cuda": 0.8, "eff_conv": 1.0, "eff_bw": 0.8, "eff_grouped": 0.3,
          "ramp_mac_s": 3e-6, "ramp_byte_s": 2e-6, "kernel_floor_s": 2.5e-6,
          "tile_outputs": 2048.0,
          **{f"{fw}.{k}": _HOST_START[k] for fw, keys in HOST_KEYS.items() for k in keys},
@@ -119,12 +124,12 @@ START = {"eff_cuda": 0.7, "eff_conv": 1.0, "eff_tensor": 0.5, "eff_bw": 0.8, "ef
          "onnxruntime.conv": 9e-6, "onnxruntime.gemm": 9e-6, "onnxruntime.other": 6e-6,
          "onnxruntime.aux": 4e-6, "onnxruntime.view": 1e-6, "onnxruntime.per_call": 3e-5}
 _LAUNCHING = ("conv", "gemm", "other", "aux")
-# Physical ranges (not fitted): achieved fractions of the spec sheet that cuBLAS/cuDNN and
-# STREAM-like copies reach on server GPUs, conv gains of Winograd/FFT (at most ~2x the direct
+# Physical ranges (not fitted): residuals at most 1 (a model's kernels keep at most the published
+# large-GEMM / copy rate of their generation), conv gains of Winograd/FFT (at most ~2x the direct
 # MAC rate over a whole network), per-kernel ramp and floor of a few µs, tiles of 512-4096
 # outputs per SM. A fit against a bound is reported by the summary.
-BOUNDS = {"eff_cuda": (0.4, 0.95), "eff_conv": (0.5, 2.0), "eff_tensor": (0.3, 0.8),
-          "eff_bw": (0.5, 0.95), "eff_grouped": (0.05, 1.0), "ramp_mac_s": (5e-7, 1e-5),
+BOUNDS = {"eff_cuda": (0.3, 1.0), "eff_conv": (0.5, 2.0),
+          "eff_bw": (0.3, 1.0), "eff_grouped": (0.05, 1.0), "ramp_mac_s": (5e-7, 1e-5),
           "ramp_byte_s": (5e-7, 1e-5), "kernel_floor_s": (1.5e-6, 5e-6),
           "tile_outputs": (512.0, 4096.0),
           # a kernel event includes one cudaLaunchKernel: at least ~2 µs on these hosts
@@ -205,7 +210,8 @@ def unpack(x: np.ndarray, host_names: list[str]) -> dict[str, float]:
 
 
 def eff_of(th: dict[str, float]) -> dict[str, float]:
-    return {**{k: th[k] for k in DEVICE_KEYS}, **FIXED}
+    """Device parameters (residuals before ``build_gpu_profiles.scaled_efficiency``)."""
+    return {**{k: th[k] for k in DEVICE_KEYS}, **{k: th[v] for k, v in TIED.items()}, **FIXED}
 
 
 def host_events(th: dict[str, float], fw: str, scale: float) -> tuple[dict[str, float], float]:
@@ -329,7 +335,9 @@ def params_json(fr: FitResult, tables: dict[str, dict[str, float]], expansion_in
         "fitted_on_gpus": fr.train_gpus,
         "fit": {"points": fr.n_points, "points_by_framework": fr.points_by_framework,
                 "rmse_log_latency": fr.rmse_log, "seconds": round(fr.seconds, 1)},
-        "device": {**{k: th[k] for k in DEVICE_KEYS}, **FIXED},
+        "device": eff_of(th),
+        "efficiency_model": "residual x published fraction of the GPU's generation "
+                            "(benchmarks/gpu_generations.json)",
         # a CUDA graph replays the kernels (helpers included) of the framework it captured
         "launches_per_op": {**tables, "cudagraphs": tables["eager"],
                             "onnxruntime-cudagraphs": tables["onnxruntime"]},

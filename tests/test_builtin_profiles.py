@@ -91,6 +91,56 @@ def test_profiles_are_spec_derived_async_cuda() -> None:
     assert prof.device.launch_latency_s > 0 and prof.device.kernel_floor_s > 0
 
 
+def _gpu_profiles() -> list[str]:
+    return sorted(e.name for e in list_profiles() if e.source == "builtin"
+                  and e.kind == "spec-derived" and not e.name.startswith("paper"))
+
+
+def test_no_kernel_faster_than_the_spec_sheet() -> None:
+    # efficiency = published fraction of the generation x fitted residual, both <= 1: a GEMM
+    # never beats MACs / peak, a bytes-bound kernel never beats bytes / bandwidth (conv may,
+    # by eff_conv: Winograd/FFT do fewer multiplies than direct MACs)
+    for name in _gpu_profiles():
+        dev = load_profile(name).device
+        cuda = dev.specs["fp32_tflops"] * 1e12 / 2  # MAC/s
+        bw = dev.specs["mem_bw_gbps"] * 1e9
+        for cls in ("gemm", "bmm", "attention", "elementwise", "norm", "softmax"):
+            prm = dev.op_classes[cls].params
+            assert prm["bandwidth_Bps"] <= bw, (name, cls)
+            if "peak_macs_per_s" in prm:
+                assert prm["peak_macs_per_s"] <= cuda, (name, cls)
+                tensor = dev.specs["fp16_tensor_tflops"]
+                if tensor is not None:
+                    assert prm["peak_macs_per_s:fp16"] <= tensor * 1e12 / 2, (name, cls)
+
+
+def test_efficiency_is_the_generations_published_fraction_times_one_residual() -> None:
+    effs = {}
+    for name in _gpu_profiles():
+        gen = load_profile(name).provenance["generation_efficiency"]
+        for col, key in (("sgemm", "eff_cuda"), ("tensor", "eff_tensor"),
+                         ("bandwidth", "eff_bw")):
+            frac = gen["fractions"][col]
+            assert 0.0 < frac["fraction"] <= 1.0
+            # every figure names its source, or says that none was found
+            assert ("source" in frac) == frac["basis"].startswith("published"), (name, col)
+            assert gen["efficiencies"][key] == pytest.approx(
+                frac["fraction"] * gen["residuals"][key])
+        effs[name] = gen["efficiencies"]
+    # one residual for all GPUs: the ratio of two GPUs' efficiencies is that of their
+    # generations' published fractions (GA102's SGEMM reaches about half its fp32 headline)
+    a100 = load_profile("a100").provenance["generation_efficiency"]["fractions"]
+    g3090 = load_profile("3090").provenance["generation_efficiency"]["fractions"]
+    assert effs["rtx3090"]["eff_cuda"] / effs["a100-sxm4-40gb"]["eff_cuda"] == pytest.approx(
+        g3090["sgemm"]["fraction"] / a100["sgemm"]["fraction"])
+    assert g3090["sgemm"]["fraction"] < a100["sgemm"]["fraction"]
+
+
+def test_pascal_fp16_efficiency_is_its_sgemm_efficiency() -> None:
+    gen = load_profile("gtx1080ti").provenance["generation_efficiency"]
+    assert gen["fractions"]["tensor"]["fraction"] == gen["fractions"]["sgemm"]["fraction"]
+
+
 def test_torch_device_names_resolve() -> None:
     for row in _csv_rows():
         cell = row["torch_device_name"]
