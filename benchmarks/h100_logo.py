@@ -1,0 +1,94 @@
+"""Leave the H100 out: predict the live H100 measurements with the paper GPUs' fit.
+
+Used by ``paper_gpus.py`` (the H100 rows of ``paper-gpus.csv`` and of its summary). The built-in
+parameters (``gpu_efficiency.json``) are fitted on the paper's three GPUs only, so they are the
+fit with the H100 left out; nothing measured on the H100 enters the prediction:
+
+* device half: the ``h100-sxm5`` spec sheet (``gpu_specs.csv``) × Hopper's published achieved
+  fractions (``gpu_generations.json``) × the fitted residuals, as ``build_gpu_profiles.py``
+  builds every profile;
+* host half: the fit's default host ``paper-host`` (the geometric mean of the paper's fitted
+  Xeon hosts with PyTorch 1.12), as for every GPU left out; the H100 was measured from another
+  host CPU with torch 2.11 (``results/gpu-h100/env.txt``), so eager's host-bound points carry
+  that difference;
+* points: ``results/gpu-h100/eager-v2.csv`` and ``cudagraphs-v2.csv`` (15 models × batch
+  1–128, fp32; the latest runs), predicted by ``ftmodel.api.Predictor`` on the real modules
+  (``ftmodel.zoo``);
+* MACs proxy: latency = c · MACs (ftmodel's count, the CSV's ``macs``), c fitted in log space
+  on the same points per framework (in ``paper_gpus.macs_proxy``).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from build_gpu_profiles import NAMES, build  # noqa: E402
+from gpu_common import gpu_specs  # noqa: E402
+
+from ftmodel.api import Predictor  # noqa: E402
+from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
+from ftmodel.zoo import get_model  # noqa: E402
+
+H100_DIR = Path(__file__).resolve().parent / "results" / "gpu-h100"
+RUNS = {"eager": H100_DIR / "eager-v2.csv", "cudagraphs": H100_DIR / "cudagraphs-v2.csv"}
+LABEL = "H100"
+PROFILE = "h100-sxm5"
+
+
+def h100_profile(params: dict[str, Any]) -> HardwareProfile:
+    """The ``h100-sxm5`` profile built from ``params`` (its host half: the default host)."""
+    spec = next(s for s in gpu_specs() if NAMES[(s.gpu, s.variant)][0] == PROFILE)
+    profiles, _ = build(params, [spec])
+    return profiles[0]
+
+
+def _measured(path: Path) -> dict[str, list[tuple[int, float, float]]]:
+    """model -> [(batch, measured seconds, MACs)] of one validation CSV."""
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            out.setdefault(r["model"], []).append(
+                (int(r["batch"]), float(r["measured_s"]), float(r["macs"])))
+    return out
+
+
+def logo_rows(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of ``paper-gpus.csv`` for the H100 (``predicted_s`` = ``logo_s``: no fit saw it)."""
+    profile = h100_profile(params)
+    rows = []
+    for fw, path in RUNS.items():
+        predictor = Predictor(fw, profile, heap="kept")
+        for name, pts in _measured(path).items():
+            zm = get_model(name)
+            torch.manual_seed(0)
+            preds = predictor.predict(zm.build().eval(), [b for b, _, _ in pts], zm.make_inputs)
+            for (b, meas, macs), p in zip(pts, preds):
+                rows.append({
+                    "gpu": LABEL, "framework": fw, "precision": "fp32", "model": name,
+                    "batch": b, "measured_s": meas, "predicted_s": p.latency_s,
+                    "logo_s": p.latency_s, "overhead_s": p.overhead_s,
+                    "compute_s": p.compute_s, "regime": p.regime, "n_launches": p.n_launches,
+                    "macs": float(p.macs), "macs_thop": macs,
+                    "crossover_batch": p.crossover_batch,
+                    "logo_crossover_batch": p.crossover_batch})
+    return rows
+
+
+def host_note(params: dict[str, Any]) -> str:
+    """One sentence on the host half the H100 rows were predicted with."""
+    host = params["hosts"]["paper-host"]
+    return (f"H100 rows: device half `{PROFILE}` (spec sheet × Hopper's published fractions × "
+            "the fitted residuals), host half the fit's default host `paper-host` "
+            f"({host['note']}; speed factor {host['speed_factor']:.3f} of the E5-2630), never "
+            "the H100's own calibration. The H100 was measured with torch 2.11 from another "
+            "host CPU (`results/gpu-h100/env.txt`): eager's host-bound points carry that "
+            "difference, CUDA-graph replays (one launch per forward) hardly any. Points: "
+            "`gpu-h100/eager-v2.csv`, `gpu-h100/cudagraphs-v2.csv`.")
