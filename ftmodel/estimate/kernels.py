@@ -67,6 +67,7 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
+from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES, steps_of
@@ -207,44 +208,6 @@ def blend_hot_cold(hot_s: np.ndarray, cold_s: np.ndarray, cold_fraction: np.ndar
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
 
 
-_ELEM_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0, "tf32": 4.0, "fp64": 8.0}
-
-
-def wave_factor(macs: np.ndarray, bytes_written: np.ndarray, elem_bytes: float, slots: float,
-                tile_outputs: float) -> np.ndarray:
-    """Time over ideal time (≥ 1) of MAC kernels that cannot fill the GPU: the output
-    (``bytes_written / elem_bytes`` elements) is cut into tiles of ``tile_outputs`` elements, one
-    per SM at a time (``slots`` SMs); with ``u = tiles / slots`` the kernel takes
-    ``(1 + u³)^(1/3)`` waves — one while SMs idle, ``u`` when there are many (a smooth
-    ``max(1, u)``) — so the factor is ``waves / u``."""
-    u = np.maximum(bytes_written / elem_bytes, 1.0) / (tile_outputs * slots)
-    return np.where(macs > 0, (1.0 + u ** 3) ** (1.0 / 3.0) / u, 1.0)
-
-
-@dataclass
-class _Roofline:
-    params: dict[str, float]
-
-    def _p(self, name: str, dtype: str, default: float = 0.0) -> float:
-        return self.params.get(f"{name}:{dtype}", self.params.get(name, default))
-
-    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
-                 dtype: str = "fp32") -> np.ndarray:
-        nbytes = br + bw
-        t_mem = nbytes / self._p("bandwidth_Bps", dtype) * (
-            1.0 + self._p("half_bytes", dtype) / (nbytes + _EPS))
-        t = t_mem
-        peak = self._p("peak_macs_per_s", dtype)
-        if peak > 0:
-            q = 1.0
-            slots, tile = self._p("wave_slots", dtype), self._p("tile_outputs", dtype)
-            if slots > 0 and tile > 0:
-                q = wave_factor(macs, bw, _ELEM_BYTES.get(dtype, 4.0), slots, tile)
-            t_mac = (macs * q + self._p("half_macs", dtype) * macs / (macs + _EPS)) / peak
-            t = np.maximum(t_mac, t_mem)
-        return np.maximum(t, self._p("floor_s", dtype))
-
-
 class DeviceModel:
     """Predicts device time per kernel for one DeviceProfile (curves built once)."""
 
@@ -252,7 +215,7 @@ class DeviceModel:
         self.device = device
         self.dtype = dtype  # the prediction's dtype: "tf32" makes fp32 kernels use tf32 params
         self.framework = framework  # prefers "<framework>/<class>" curves where the profile has
-        self._curves: dict[str, _SampleCurve | _Roofline] = {}
+        self._curves: dict[str, _SampleCurve | Roofline] = {}
         self._cold: dict[str, _SampleCurve] = {}  # the same samples timed with cold operands
         self.cache = CacheModel.from_params(device.cache, framework)
         self._peak_macs_per_s, self._peak_bytes_per_s = measured_peaks(device)
@@ -263,7 +226,7 @@ class DeviceModel:
                 if data.cold_s:
                     self._cold[name] = _SampleCurve.fit(base, data, cold=True)
             else:
-                self._curves[name] = _Roofline(dict(data.params))
+                self._curves[name] = Roofline(dict(data.params))
         # whether some of the framework's own curves lack cold samples (see
         # _borrow_cold_penalty); False for eager and every profile without own curves
         own = f"{framework}/"
@@ -357,7 +320,7 @@ class DeviceModel:
             curve = self._curves[name]
             for dt in np.unique(dtypes[classes == cls]):
                 sel = (classes == cls) & (dtypes == dt)
-                if isinstance(curve, _Roofline):
+                if isinstance(curve, Roofline):
                     hot[sel] = curve(macs[sel], br[sel], bw[sel], str(dt))
                 else:
                     hot[sel] = curve(macs[sel], br[sel], bw[sel])

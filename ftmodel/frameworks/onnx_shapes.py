@@ -58,6 +58,7 @@ class _ShapePass:
             tt = vi.type.tensor_type
             self.known.setdefault(vi.name, _Tensor(_static_dims(tt), tt.elem_type))
         self.unknown_nodes: Counter[str] = Counter()
+        self._schema_known: dict[str, bool] = {}
 
     def shape(self, name: str) -> Shape | None:
         t = self.known.get(name)
@@ -116,12 +117,17 @@ class _ShapePass:
         return result
 
     def _has_schema(self, op_type: str) -> bool:
-        """Does onnx know ``op_type`` in the default domain at the graph's opset?"""
-        try:
-            self.onnx.defs.get_schema(op_type, self.opsets.get("", 17), "")
-        except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
-            return False
-        return True
+        """Does onnx know ``op_type`` in the default domain at the graph's opset? (memoised:
+        asked once per node)"""
+        known = self._schema_known.get(op_type)
+        if known is None:
+            try:
+                self.onnx.defs.get_schema(op_type, self.opsets.get("", 17), "")
+                known = True
+            except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
+                known = False
+            self._schema_known[op_type] = known
+        return known
 
     def _infer(self, node: Any) -> dict[str, _Tensor]:
         op, dom = node.op_type, node.domain or ""
