@@ -65,6 +65,37 @@ def test_mlp_counts_match_generated_code() -> None:
     assert first.bytes_weights == 4 * (HID + IN * HID)
 
 
+
+class _Tagger(nn.Module):
+    """Embedding, a 2-layer LSTM, a linear head: dynamo does not trace the LSTM (here it
+    skips the whole forward and compiles nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(50, IN)
+        self.lstm = nn.LSTM(IN, HID, num_layers=2, batch_first=True)
+        self.head = nn.Linear(HID, OUT)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.emb(tokens))
+        return self.head(out)
+
+
+def test_recurrent_layers_run_eagerly_between_graphs_and_are_counted() -> None:
+    torch.manual_seed(0)
+    model, b, seq = _Tagger().eval(), 2, 12
+    tokens = torch.randint(0, 50, (1, seq))
+    trace = ftmodel.trace(model, tokens, b)
+    art = ind.build(model, tokens, b, trace)
+    assert ind.recurrent_paths(model) == ("lstm",)
+    lstm = [k for k in art.program.kernels if k.module_path.startswith("lstm")]
+    assert lstm, "the LSTM's kernels are missing from inductor's count"
+    # its MACs: per layer and step, 4 gates of (input + hidden) x hidden, at every token
+    analytic = b * seq * 4 * HID * ((IN + HID) + (HID + HID))
+    assert sum(k.macs for k in lstm) == analytic
+    assert art.program.macs == analytic + b * seq * HID * OUT
+    assert any("recurrent" in w for w in art.program.warnings)
+
 def test_cnn_counts_match_generated_code() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),

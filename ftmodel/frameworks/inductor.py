@@ -35,8 +35,14 @@ Counting semantics
   appears in the kernel's name, else the previous kernel's module. Inductor reorders and fuses
   across modules, so this attribution is approximate.
 * **Graph breaks**: one wrapper per compiled graph; ``graph_break`` host events count the breaks
-  (``torch._dynamo.utils.graph_break_reasons``). Ops that run eagerly between graphs are not
-  counted (a warning says so).
+  (``torch._dynamo.utils.graph_break_reasons``). Recurrent layers (``nn.RNN``, ``nn.GRU``,
+  ``nn.LSTM``) are a graph break dynamo always makes (unless ``torch._dynamo.config.allow_rnn``):
+  they run eagerly, so their ops are counted as eager counts them (the eager Trace's records
+  under those modules, after the compiled graphs' kernels). When dynamo compiles no graph at
+  all (it skips a forward it cannot break gracefully, as at a recurrent layer called inside an
+  expression), every op runs eagerly and is counted so. Other ops that run eagerly between
+  graphs are not counted (a warning says so); eagerly run kernels take inductor's per-kernel
+  host cost.
 * Host events: ``kernel:<class>`` per kernel call; the per-call cost (guard evaluation + wrapper)
   is the profile's ``per_call_s``.
 """
@@ -71,7 +77,8 @@ from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import OpRecord, Trace
 
-__all__ = ["CACHE", "InductorArtifact", "build", "lower", "lower_code", "lower_model", "runner"]
+__all__ = ["CACHE", "InductorArtifact", "build", "lower", "lower_code", "lower_model",
+           "recurrent_paths", "runner"]
 
 NAME = "inductor"
 _PRIORITY = ("softmax", "norm", "pool", "reduction", "embedding", "elementwise", "copy")
@@ -219,10 +226,36 @@ def _operands(call: KernelCall, ids: dict[tuple[int, str], int]
     return pairs(call.reads), pairs(call.writes)
 
 
+def recurrent_paths(model: nn.Module) -> tuple[str, ...]:
+    """Module paths of the recurrent layers dynamo leaves to eager mode (all ``nn.RNN``,
+    ``nn.GRU`` and ``nn.LSTM`` unless ``torch._dynamo.config.allow_rnn``), outermost only."""
+    if torch._dynamo.config.allow_rnn:
+        return ()
+    paths: list[str] = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, (nn.RNN, nn.GRU, nn.LSTM)) and not any(
+                name.startswith(p + ".") for p in paths):
+            paths.append(name)
+    return tuple(paths)
+
+
+def _eager_kernels(trace: Trace | None, paths: tuple[str, ...]) -> list[Kernel]:
+    """The eager Trace's kernels under ``paths`` (modules that run eagerly between graphs), as
+    eager lowers them."""
+    if trace is None or not paths:
+        return []
+    def under(path: str) -> bool:  # "" is the root: every op
+        return any(not p or path == p or path.startswith(p + ".") for p in paths)
+    return [Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
+                   r.dtype, r.variant, r.bytes_weights, r.reads, r.writes)
+            for r in trace.records if r.launches and under(r.module_path)]
+
+
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
-               framework: str = NAME, input_shapes: frozenset[tuple[int, ...]] = frozenset()
-               ) -> Program:
-    """The Program of inductor wrapper modules (one per compiled graph), in call order."""
+               framework: str = NAME, input_shapes: frozenset[tuple[int, ...]] = frozenset(),
+               eager_paths: tuple[str, ...] = ()) -> Program:
+    """The Program of inductor wrapper modules (one per compiled graph), in call order, then
+    the eager Trace's kernels under ``eager_paths`` (modules run eagerly between graphs)."""
     calls = [c for i, code in enumerate(codes) for c in parse_wrapper(code, i)]
     records = [r for r in trace.records if r.launches] if trace is not None else []
     mac_records = [r for r in records if r.op_class in MAC_CLASSES]
@@ -274,13 +307,23 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
                                    (call.name, *members) if tokens else members, dtype,
                                    variant, weights, *_operands(call, storage_ids)))
         prev_path = path
+    kernels += _eager_kernels(trace, eager_paths)
     kt = tuple(kernels)
     events = kernel_events(kt)
     warns: list[str] = []
     if n_breaks:
         events["graph_break"] = n_breaks
         warns.append(f"torch.compile hit {n_breaks} graph break(s) and compiled {len(codes)} "
-                     "graph(s); ops that run eagerly around the breaks are not counted")
+                     "graph(s); ops that run eagerly around the breaks are not counted"
+                     + (f", except those of {', '.join(eager_paths)} (recurrent layers, run "
+                        "eagerly)" if any(eager_paths) else ""))
+    if not codes and trace is not None:
+        warns.append("torch.compile compiled no graph (dynamo fell back to eager for the "
+                     "model's forward, e.g. at a recurrent layer): its ops are counted as eager "
+                     "runs them")
+    elif any(eager_paths) and not n_breaks:
+        warns.append(f"{', '.join(eager_paths)} run eagerly between compiled graphs (dynamo "
+                      "does not trace recurrent layers)")
     return Program(framework, kt, dict(events), batch, tuple(warns))
 
 
@@ -341,7 +384,11 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
             raise feasibility.from_export_error(NAME, err, trace) from err
         n_breaks = len(graph_break_reasons)
     shapes = frozenset(tuple(t.shape) for t in inp.tensors())
-    program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes)
+    # recurrent layers always run eagerly; with no graph compiled at all (dynamo skipped the
+    # forward, e.g. at a recurrent layer it could not break around) the whole model does
+    eager_paths = recurrent_paths(net) if codes else ("",)
+    program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes,
+                         eager_paths=eager_paths)
     return InductorArtifact(compiled, (inp.args, inp.kwargs), codes, program, n_breaks)
 
 
