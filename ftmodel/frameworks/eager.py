@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections import Counter
 
 from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
-from ftmodel.tracing.records import Trace
+from ftmodel.tracing.records import OpRecord, Trace
 
-__all__ = ["lower"]
+__all__ = ["kernel_of", "lower"]
+
+
+def kernel_of(r: OpRecord) -> Kernel:
+    """The kernel eager launches for one launching op record."""
+    return Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
+                  r.dtype, r.variant, r.bytes_weights, r.reads, r.writes)
 
 
 def lower(trace: Trace) -> Program:
-    kernels = tuple(
-        Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,), r.dtype,
-               r.variant, r.bytes_weights, r.reads, r.writes)
-        for r in trace.records if r.launches
-    )
+    kernels = tuple(kernel_of(r) for r in trace.records if r.launches)
     events: Counter[str] = kernel_events(kernels)
     events["module_call"] = trace.n_module_calls
     events["py_call"] = trace.n_py_calls

@@ -72,6 +72,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
+from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.inductor_code import KernelCall, _distinct, name_tokens, parse_wrapper
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.inputs import InputSpec
@@ -246,9 +247,7 @@ def _eager_kernels(trace: Trace | None, paths: tuple[str, ...]) -> list[Kernel]:
         return []
     def under(path: str) -> bool:  # "" is the root: every op
         return any(not p or path == p or path.startswith(p + ".") for p in paths)
-    return [Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
-                   r.dtype, r.variant, r.bytes_weights, r.reads, r.writes)
-            for r in trace.records if r.launches and under(r.module_path)]
+    return [kernel_of(r) for r in trace.records if r.launches and under(r.module_path)]
 
 
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,

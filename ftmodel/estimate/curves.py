@@ -1,0 +1,219 @@
+"""Calibrated op-class curves: a kernel's time from the samples calibration measured.
+
+Inside the samples' hull the log inverse throughput is interpolated linearly, outside it by the
+distance-weighted nearest samples; the result is tabulated and made monotone in work (see
+:class:`SampleCurve`). Used by :class:`ftmodel.estimate.kernels.DeviceModel`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.interpolate import LinearNDInterpolator
+from scipy.spatial import QhullError
+
+from ftmodel.hardware.profile import OpClassData
+from ftmodel.tracing.formulas import MAC_CLASSES
+
+__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "SampleCurve", "work"]
+
+_EPS = 1.0
+
+
+# How far apart two MAC kernels are, for the nearest-neighbour curves: the weight of log
+# arithmetic intensity (MACs per byte) next to log MACs. 0 is the plain (log MACs, log bytes)
+# plane. A GEMM with few rows (m = 1-16, a 1×1 convolution on a 2×2 map) streams its weights at
+# a few MACs per byte and runs several times slower per MAC than a GEMM of the same MACs and
+# bytes with more rows; in the plain plane its nearest samples may be those, while weighting
+# intensity keeps its neighbours among kernels of like intensity. Each curve keeps the weight
+# that predicts its own samples best, each from the others (:meth:`SampleCurve.fit`).
+INTENSITY_WEIGHTS = (0.0, 1.0, 2.0)
+
+
+def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
+              intensity_weight: float = 0.0) -> np.ndarray:
+    if op_class in MAC_CLASSES:
+        log_macs, log_bytes = np.log(macs + _EPS), np.log(br + bw + _EPS)
+        if intensity_weight:
+            return np.stack([log_macs, intensity_weight * (log_macs - log_bytes)], axis=1)
+        return np.stack([log_macs, log_bytes], axis=1)
+    return np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
+
+
+def _distances(q: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    return np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+
+
+def _knn_log_inv(d: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
+    """Distance-weighted mean of the ``k`` nearest samples' log inverse throughput, given each
+    query's distances ``d`` (N, M) to the samples."""
+    idx = np.argsort(d, axis=1)[:, :k]  # (N, k)
+    w = 1.0 / np.maximum(np.take_along_axis(d, idx, axis=1), 1e-3) ** 2
+    return (w * log_inv[idx]).sum(1) / w.sum(1)
+
+
+def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
+    """Median |log error| of each sample predicted from the others (leave-one-out)."""
+    d = _distances(feats, feats)
+    np.fill_diagonal(d, np.inf)  # a sample is never its own neighbour
+    return float(np.median(np.abs(_knn_log_inv(d, log_inv, k) - log_inv)))
+
+
+def work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+    return (macs if op_class in MAC_CLASSES else br + bw) + _EPS
+
+
+# Spacing of the monotone grid (:class:`SampleCurve`), in natural-log units of work: 0.15 is
+# ~16% more work from one node to the next, finer than the samples (a factor 2-4 apart)
+GRID_STEP = 0.15
+
+
+def _cumulative(a: np.ndarray, op: np.ufunc, reverse: bool) -> np.ndarray:
+    """``op``-accumulate along both axes of a 2-D grid: with ``np.maximum`` from the low corner,
+    each node takes the largest value of the nodes it dominates (no larger on either axis)."""
+    if reverse:
+        return op.accumulate(op.accumulate(a[::-1, ::-1], axis=0), axis=1)[::-1, ::-1]
+    return op.accumulate(op.accumulate(a, axis=0), axis=1)
+
+
+@dataclass
+class SampleCurve:
+    """Interpolated log inverse throughput, made monotone in work.
+
+    Inside the samples' hull (in feature space) the log inverse throughput is interpolated
+    linearly (Delaunay triangles; along a line when the samples lie on one, as a byte class's
+    sweep of one read/write ratio does), so a calibrated sample is reproduced and time between
+    two samples moves between theirs. Outside it, the distance-weighted mean of the ``k``
+    nearest samples (:meth:`raw`), each feature clipped to the samples' range. Samples at the
+    same features (two shapes of one size) are averaged first.
+
+    Neither is monotone on its own: between samples of unlike intensity a kernel with more MACs
+    and more bytes can land among faster neighbours and be priced below a smaller one (a skinny
+    GEMM at batch 8 below batch 4), and the weighted mean swings between samples. The curve
+    therefore tabulates the log time on a grid over the samples' range — (log MACs, log bytes)
+    for matrix-like classes, (log bytes read, log bytes written) otherwise — takes the mean of
+    its lower envelope (each node raised to the largest value of the nodes it dominates) and
+    upper envelope (lowered to the smallest of the nodes dominating it), both non-decreasing
+    along each axis, and interpolates that bilinearly: more work never takes less time. On a
+    matrix-like class, a grid node of an intensity (MACs per byte) no sample has is priced at
+    the nearest sampled intensity (its bytes moved into the sampled band). Beyond the grid a
+    query is priced at its edge and time grows linearly with work."""
+
+    op_class: str
+    feats: np.ndarray  # (M, F)
+    log_inv_tput: np.ndarray  # (M,)
+    k: int = 3
+    intensity_weight: float = 0.0  # see INTENSITY_WEIGHTS
+    intensity_range: tuple[float, float] = (0.0, 0.0)  # log MACs/byte, min and max (MAC class)
+    axes: tuple[np.ndarray, np.ndarray] | None = None  # grid coordinates, built on first use
+    log_t: np.ndarray | None = None  # (X, Y) monotone log time at the grid nodes
+
+    @classmethod
+    def fit(cls, op_class: str, data: OpClassData, cold: bool = False) -> SampleCurve:
+        """A MAC class keeps the intensity weight of :data:`INTENSITY_WEIGHTS` with the lowest
+        leave-one-out error on its own samples (ties: the first); it needs more samples than
+        neighbours to choose, else takes 0."""
+        s = np.asarray(data.samples, dtype=np.float64)  # (M, 4)
+        times = np.asarray(data.cold_s, dtype=np.float64) if cold else s[:, 3]  # (M,)
+        macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(times, 1e-9)
+        log_inv = np.log(t / work(op_class, macs, br, bw))
+        k = min(3, len(s))
+        weights = INTENSITY_WEIGHTS if op_class in MAC_CLASSES and len(s) > k + 1 else (0.0,)
+        weight = weights[0] if len(weights) == 1 else min(
+            weights, key=lambda w: _loo_error(_features(op_class, macs, br, bw, w), log_inv, k))
+        feats = _features(op_class, macs, br, bw, weight)
+        intensity = np.log(macs + _EPS) - np.log(br + bw + _EPS)
+        return cls(op_class, feats, log_inv, k=k, intensity_weight=weight,
+                   intensity_range=(float(intensity.min()), float(intensity.max())))
+
+    def raw(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+        """Seconds by the nearest samples alone (not monotone in work)."""
+        # a query beyond the sampled range is moved to its edge (each feature clipped to the
+        # samples' range), so its neighbours and their weights stop changing with size there:
+        # the edge throughput is kept and time grows linearly with work
+        q = np.clip(_features(self.op_class, macs, br, bw, self.intensity_weight),
+                    self.feats.min(0), self.feats.max(0))  # (N, F)
+        log_inv = _knn_log_inv(_distances(q, self.feats), self.log_inv_tput, self.k)
+        return np.exp(log_inv) * work(self.op_class, macs, br, bw)
+
+    def _grid_coords(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        if self.op_class in MAC_CLASSES:
+            return np.log(macs + _EPS), np.log(br + bw + _EPS)
+        return np.log(br + _EPS), np.log(bw + _EPS)
+
+    def _from_coords(self, x: np.ndarray, y: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(macs, bytes read, bytes written) at grid coordinates."""
+        if self.op_class in MAC_CLASSES:
+            lo, hi = self.intensity_range  # keep the node's intensity within the sampled band
+            y = np.clip(y, x - hi, x - lo)
+            return np.exp(x) - _EPS, np.exp(y) - _EPS, np.zeros_like(x)
+        return np.zeros_like(x), np.exp(x) - _EPS, np.exp(y) - _EPS
+
+    def _linear(self, q: np.ndarray) -> np.ndarray:
+        """Log inverse throughput interpolated linearly among the samples at features ``q``
+        (N, F); NaN outside their hull."""
+        feats, idx = np.unique(self.feats, axis=0, return_inverse=True)
+        log_inv = np.bincount(idx.ravel(), self.log_inv_tput) / np.bincount(idx.ravel())
+        out = np.full(len(q), np.nan)
+        if len(feats) < 2:
+            return out
+        centred = feats - feats.mean(0)
+        _, sv, vt = np.linalg.svd(centred, full_matrices=False)
+        if len(feats) >= 3 and sv[-1] > 1e-6 * sv[0]:  # a 2-D cloud: triangles
+            try:
+                return np.asarray(LinearNDInterpolator(feats, log_inv)(q), dtype=np.float64)
+            except QhullError:
+                pass
+        # on a line: interpolate along it, for queries on it
+        t = centred @ vt[0]
+        order = np.argsort(t)
+        tq = (q - feats.mean(0)) @ vt[0]
+        off = np.linalg.norm((q - feats.mean(0)) - np.outer(tq, vt[0]), axis=1)
+        on = (off <= 1e-6 + 1e-3 * sv[0]) & (tq >= t.min()) & (tq <= t.max())
+        out[on] = np.interp(tq[on], t[order], log_inv[order])
+        return out
+
+    def _build_grid(self) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        if self.op_class in MAC_CLASSES:
+            x_s = self.feats[:, 0]
+            # the samples' log bytes, from their features
+            y_s = (self.feats[:, 1] if not self.intensity_weight
+                   else x_s - self.feats[:, 1] / self.intensity_weight)
+        else:
+            x_s, y_s = self.feats[:, 0], self.feats[:, 1]
+        # evenly spaced nodes, and the samples' own coordinates (a sample is a node)
+        axes = tuple(np.unique(np.concatenate([
+            np.linspace(v.min(), v.max(), max(2, int(np.ceil(np.ptp(v) / GRID_STEP)) + 1)), v]))
+            for v in (x_s, y_s))
+        gx, gy = np.meshgrid(axes[0], axes[1], indexing="ij")
+        nodes = self._from_coords(gx.ravel(), gy.ravel())
+        raw = np.log(np.maximum(self.raw(*nodes), 1e-30))
+        inside = self._linear(_features(self.op_class, *nodes, self.intensity_weight))
+        ok = np.isfinite(inside)
+        raw[ok] = inside[ok] + np.log(work(self.op_class, *nodes))[ok]
+        raw = raw.reshape(gx.shape)
+        lower = _cumulative(raw, np.maximum, reverse=False)
+        upper = _cumulative(raw, np.minimum, reverse=True)
+        return (axes[0], axes[1]), 0.5 * (lower + upper)
+
+    def __call__(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
+        if self.log_t is None or self.axes is None:
+            self.axes, self.log_t = self._build_grid()
+        (ax, ay), g = self.axes, self.log_t
+        x, y = self._grid_coords(macs, br, bw)
+        xc, yc = np.clip(x, ax[0], ax[-1]), np.clip(y, ay[0], ay[-1])
+        i = np.clip(np.searchsorted(ax, xc, side="right") - 1, 0, max(len(ax) - 2, 0))
+        j = np.clip(np.searchsorted(ay, yc, side="right") - 1, 0, max(len(ay) - 2, 0))
+        i1, j1 = np.minimum(i + 1, len(ax) - 1), np.minimum(j + 1, len(ay) - 1)
+        fx = np.where(ax[i1] > ax[i], (xc - ax[i]) / np.maximum(ax[i1] - ax[i], 1e-300), 0.0)
+        fy = np.where(ay[j1] > ay[j], (yc - ay[j]) / np.maximum(ay[j1] - ay[j], 1e-300), 0.0)
+        log_t = ((1 - fx) * (1 - fy) * g[i, j] + fx * (1 - fy) * g[i1, j]
+                 + (1 - fx) * fy * g[i, j1] + fx * fy * g[i1, j1])
+        # beyond the grid: the edge's time, scaled by the work the clipping removed
+        edge = self._from_coords(xc, yc)
+        scale = work(self.op_class, macs, br, bw) / work(self.op_class, *edge)
+        out: np.ndarray = np.exp(log_t) * np.where((x != xc) | (y != yc), scale, 1.0)
+        return out
