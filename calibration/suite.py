@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from calibration.allocator import probe_page_fault_s
+from calibration.allocator import MAPPING, probe_page_fault_s
 from calibration.cache import fit_cache_model, probe_cache
 from calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from calibration.framework_host import compile_limits, framework_host_stage
@@ -116,6 +116,15 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+
+
+def page_fault_probe_stale(host: HostProfile | None, provenance: dict[str, Any]) -> bool:
+    """Whether a CPU profile's page-fault price must be (re-)measured: it has none, or it came
+    from a probe that mapped shared memory (profiles before the probe recorded its
+    ``mapping``), which prices a fault about twice what malloc's private pages cost."""
+    probe = provenance.get("page_fault_probe")
+    return (host is None or host.page_fault_s == 0.0 or not isinstance(probe, dict)
+            or probe.get("mapping") != MAPPING)
 
 
 def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
@@ -232,7 +241,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
         + 2 * len(extra) + framework_curve_steps(extra, device) \
-        + (device == "cpu" and (base is None or base.host is None or base.host.page_fault_s == 0))
+        + (device == "cpu" and (base is None
+                                or page_fault_probe_stale(base.host, dict(base.provenance))))
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -302,7 +312,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 host = replace(host, frameworks={"eager": fh})
                 bar.step("synthetic networks", 1)
                 write_profile(snapshot(False), path)
-            if device == "cpu" and host.page_fault_s == 0.0:  # added to an older profile
+            if device == "cpu" and page_fault_probe_stale(host, provenance):  # older profile
                 host = _page_fault_stage(host, provenance, rounds, bar)
                 write_profile(snapshot(False), path)
             stage_s: dict[str, float] = dict(provenance.get("framework_stage_s", {}))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import calibration.suite as suite
+from calibration.allocator import MAPPING, fresh_mapping
 from ftmodel.api import predict_latency
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import read_profile
@@ -186,6 +187,30 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert after.provenance["updates"][-1]["frameworks"] == ["torchscript"]
     assert "torchscript" in after.provenance["frameworks"]
     assert after.provenance["date"] == before.provenance["date"]  # the original calibration's
+
+
+def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_one(
+        quick_profile: Path, tmp_path: Path) -> None:
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        pytest.skip("needs Linux's /proc/self/maps")
+    m = fresh_mapping(1 << 20)
+    addr = torch.frombuffer(m, dtype=torch.uint8).data_ptr()
+    perms = [line.split()[1] for line in maps.read_text().splitlines()
+             if int(line.split("-")[0], 16) <= addr < int(line.split()[0].split("-")[1], 16)]
+    m.close()
+    assert perms == ["rw-p"]  # private, as malloc maps; "rw-s" is shared memory (tmpfs)
+    assert read_profile(quick_profile).provenance["page_fault_probe"]["mapping"] == MAPPING
+    data = json.loads(quick_profile.read_text())
+    del data["provenance"]["page_fault_probe"]["mapping"]  # as profiles probed on shared pages
+    data["host"]["page_fault_s"] = data["provenance"]["page_fault_probe"]["page_fault_s"] = 1.0
+    path = tmp_path / "shared-probe.json"
+    path.write_text(json.dumps(data))
+    after = suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
+                            threads=1, update=True)
+    assert after.host is not None and 0.0 < after.host.page_fault_s < 1.0
+    assert after.provenance["page_fault_probe"]["mapping"] == MAPPING
+    assert not suite.page_fault_probe_stale(after.host, dict(after.provenance))
 
 
 def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_path: Path
