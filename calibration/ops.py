@@ -73,13 +73,23 @@ class SweepGrid:
     depthwise_samples: int
     stem_batches: tuple[int, ...]
     max_size_exp: int  # bytes-bound ops up to 2**max_size_exp elements
+    # (batch, in channels, out channels, map size, kernel): the last stages of CNNs at small
+    # resolution, where a convolution streams megabytes of weights for few MACs. The random
+    # configurations reach 512 channels and rarely pair them with a 2-4 px map; at batch 1 with
+    # at most 20,480 input elements and a kernel of at most 3x3, PyTorch runs such a convolution
+    # on its slow path (im2col and a GEMM per image, so on one thread), at 5-10 GB/s of weights
+    late_stage_convs: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 CPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024), gemm_max_macs=1.2e9, bmm_batches=(4, 12, 48, 192),
     bmm_max_macs=6e8, sdpa_batch_heads=((1, 4), (1, 12), (4, 12), (16, 12)),
     sdpa_seqs=(16, 64, 128, 256), conv_batches=(1, 1, 2, 4, 8, 16), conv_max_macs=1.0e9,
-    conv_max_input=2.5e7, conv_samples=60, depthwise_samples=28, stem_batches=(1, 4, 16), max_size_exp=24)
+    conv_max_input=2.5e7, conv_samples=60, depthwise_samples=28, stem_batches=(1, 4, 16), max_size_exp=24,
+    late_stage_convs=((1, 256, 256, 4, 3), (1, 512, 512, 3, 3), (1, 1024, 1024, 2, 3),
+                      (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
+                      (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
+                      (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)))
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,
@@ -175,6 +185,11 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise, grid):
         out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
                             _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))
+    if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
+        late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
+        for b, cin, cout, hw, k in late:
+            out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s1 g1",
+                                _conv_module(cin, cout, k, 1, 1), (_r(b, cin, hw, hw),)))
     if not quick and not depthwise:  # the 3-channel stem of image models
         for b in grid.stem_batches:
             out.append(OpSample("conv", "conv", f"stem b{b}", _conv_module(3, 64, 7, 2, 1),

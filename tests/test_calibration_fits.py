@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
 from calibration.cache import LAYER_BYTES, fit_cache_model
 from calibration.networks import fit_in_model
@@ -92,3 +94,22 @@ def test_cache_fit_finds_nothing_when_flushing_changes_nothing() -> None:
     probe = _probe(12, 32, 0.6)
     probe["cold_s"] = probe["hot_s"]
     assert fit_cache_model(probe) == {}
+
+
+def test_cpu_conv_sweep_reaches_the_weight_bound_last_stages_of_cnns() -> None:
+    """A ResNet's last stage at 64-96 px and batch 1 (512-1024 channels, 3x3, a 2-3 px map) runs on
+    PyTorch's slow convolution path with megabytes of weights per call; the conv curves must hold
+    samples there, not extrapolate to it from convolutions with a hundredth of the weights."""
+    from calibration.ops import op_samples
+    from ftmodel.frameworks import eager
+    from ftmodel.tracing.dispatch import trace
+
+    stage = nn.Conv2d(1024, 1024, 3, padding=1, bias=False).requires_grad_(False)
+    (target,) = [k for k in eager.lower(trace(stage, (torch.randn(1, 1024, 2, 2),))).kernels
+                 if k.op_class == "conv"]
+    samples = [s for s in op_samples(quick=True)["conv"] if not s.is_floor]
+    kernels = [k for s in samples for k in eager.lower(trace(s.module, s.inputs)).kernels
+               if k.op_class == "conv"]
+    same_path = [k for k in kernels if k.variant == target.variant]
+    assert target.bytes_weights >= 32 * MIB
+    assert max(k.bytes_weights for k in same_path) >= target.bytes_weights / 2
