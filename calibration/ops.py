@@ -79,6 +79,9 @@ class SweepGrid:
     # at most 20,480 input elements and a kernel of at most 3x3, PyTorch runs such a convolution
     # on its slow path (im2col and a GEMM per image, so on one thread), at 5-10 GB/s of weights
     late_stage_convs: tuple[tuple[int, int, int, int, int], ...] = ()
+    # fused LSTM layers (eager's mkldnn_rnn_layer on a CPU), timed per step; 0: none (a GPU
+    # runs cuDNN's, which its sweep does not sample)
+    lstm_max_macs: float = 0.0
 
 
 CPU_GRID = SweepGrid(
@@ -89,7 +92,8 @@ CPU_GRID = SweepGrid(
     late_stage_convs=((1, 256, 256, 4, 3), (1, 512, 512, 3, 3), (1, 1024, 1024, 2, 3),
                       (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
                       (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
-                      (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)))
+                      (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)),
+    lstm_max_macs=2.2e9)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,
@@ -197,6 +201,33 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     return out
 
 
+LSTM_STEPS = 32  # time steps of each recurrent sample (its curve is per step)
+
+
+def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """One-layer LSTMs over ``LSTM_STEPS`` steps: hidden 64-1024, input half or all of it,
+    batch 1-64 (CPU only: ``grid.lstm_max_macs``)."""
+    if grid.lstm_max_macs <= 0:
+        return []
+    curve = "gemm@mkldnn_rnn_layer"
+
+    def lstm(d_in: int, hidden: int) -> nn.Module:
+        return nn.LSTM(d_in, hidden, batch_first=True).requires_grad_(False)
+
+    out = [OpSample(curve, "lstm", "lstm floor", lstm(2, 2), (_r(1, 1, 2),), is_floor=True)]
+    hiddens = (64, 128, 256, 512, 1024) if not quick else (128, 512)
+    batches = (1, 4, 16, 64) if not quick else (1, 16)
+    for hidden in hiddens:
+        for d_in in ((hidden // 2, hidden) if not quick else (hidden,)):
+            for b in batches:
+                if 4 * (d_in + hidden) * hidden * b * LSTM_STEPS > grid.lstm_max_macs:
+                    continue
+                out.append(OpSample(curve, "lstm", f"lstm b{b} in{d_in} h{hidden} "
+                                    f"s{LSTM_STEPS}", lstm(d_in, hidden),
+                                    (_r(b, LSTM_STEPS, d_in),)))
+    return out
+
+
 def _sizes(quick: bool, grid: SweepGrid) -> list[int]:
     top = grid.max_size_exp + 1
     return [2**e for e in (range(8, top, 2) if not quick else range(8, top, 5))]
@@ -273,7 +304,7 @@ OP_SWEEP_CLASSES = ("gemm", "bmm", "attention", "conv", "conv_grouped", "element
                     "elementwise:inplace",
                     *(f"elementwise@{n}" for n in ("gelu", "tanh", "sigmoid", "silu", "exp", "pow",
                                                    "erf")), "copy", "softmax", "reduction",
-                    "norm", "pool", "embedding")
+                    "norm", "pool", "embedding", "gemm@mkldnn_rnn_layer")
 
 
 def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
@@ -281,7 +312,7 @@ def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, lis
     :data:`CPU_GRID` or, on a GPU, :data:`GPU_GRID`."""
     all_samples = (_gemm(quick, grid) + _bmm(quick, grid) + _attention(quick, grid)
                    + _conv(quick, False, grid) + _conv(quick, True, grid)
-                   + _bytes_classes(quick, grid))
+                   + _bytes_classes(quick, grid) + _lstm(quick, grid))
     grouped: dict[str, list[OpSample]] = {c: [] for c in OP_SWEEP_CLASSES}
     for s in all_samples:
         grouped[s.curve].append(s)

@@ -45,6 +45,10 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
         # every sample timed again after a cache flush; cold is never faster than hot
         assert len(data.cold_s) == len(data.samples), cls
         assert all(c >= row[3] for c, row in zip(data.cold_s, data.samples)), cls
+    # fused LSTM layers, per step: a step's MACs are 4 gates x (input + hidden) x hidden x batch
+    lstm = prof.device.op_classes["gemm@mkldnn_rnn_layer"]
+    assert {row[0] for row in lstm.samples} == {4.0 * 2 * h * h * b for h in (128, 512)
+                                                 for b in (1, 16)}
     eager = prof.host.frameworks["eager"]  # type: ignore[union-attr]
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept

@@ -324,6 +324,21 @@ def test_recurrent_steps_run_one_after_another() -> None:
     assert eager.kernel_times_s([fused])[0] == pytest.approx(one_gemm, rel=1e-2)
 
 
+def test_fused_layer_on_a_per_step_curve_costs_its_steps_times_a_step() -> None:
+    # a per-step curve (gemm@mkldnn_rnn_layer) holds one step's work and time: 10 steps of
+    # 1/10 of the layer's MACs each, whatever the recurrent share; a GEMM stays on the GEMM curve
+    # (twice as slow here); both at sample points (no weights: a step is 1/10 of every byte)
+    dm = DeviceModel(_device({"gemm@mkldnn_rnn_layer": OpClassData("samples", SAT_ROWS),
+                              "gemm": OpClassData("samples", tuple(
+                                  (m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS))}))
+    macs = 1e7
+    fused = Kernel("gemm", int(macs), 0, 0, "rnn", ("aten.mkldnn_rnn_layer.default",),
+                   variant="steps=10,rec=0.5")
+    t = dm.kernel_times_s([fused, _gemm(macs)])
+    assert t[0] == pytest.approx(10 * (macs / 10 + 1e5) / 1e10, rel=1e-2)
+    assert t[1] == pytest.approx(2 * (macs + 1e5) / 1e10, rel=1e-2)
+
+
 def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     import torch
     from torch import nn

@@ -16,7 +16,7 @@ from scipy.spatial import QhullError
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "SampleCurve", "work"]
+__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "STEP_CURVES", "SampleCurve", "step_work", "work"]
 
 _EPS = 1.0
 
@@ -58,6 +58,23 @@ def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
     d = _distances(feats, feats)
     np.fill_diagonal(d, np.inf)  # a sample is never its own neighbour
     return float(np.median(np.abs(_knn_log_inv(d, log_inv, k) - log_inv)))
+
+
+# Curves whose samples are per sequential step of a fused recurrent layer (``steps=<n>`` in the
+# kernel's variant; a step's work is :func:`step_work`, its time the layer's over its steps): oneDNN's LSTM runs
+# each step as a small GEMM that waits for the previous one, at batch 1 latency-bound and at
+# batch 16 near the core's AVX-512 peak, so neither the layer's total work on a GEMM curve nor a
+# per-step GEMM on MKL's curve prices it (AMD EPYC: 0.48x at batch 1, 1.7x at 16 on the first)
+STEP_CURVES = frozenset({"gemm@mkldnn_rnn_layer"})
+
+
+def step_work(macs: np.ndarray, bytes_read: np.ndarray, bytes_weights: np.ndarray,
+              bytes_written: np.ndarray, steps: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(MACs, bytes read, bytes written) of one of ``steps`` sequential steps of a fused layer:
+    a step's share of the MACs and activations, and every weight (each step reads them all)."""
+    act = np.maximum(bytes_read - bytes_weights, 0.0)
+    return macs / steps, np.minimum(bytes_weights, bytes_read) + act / steps, bytes_written / steps
 
 
 def work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:

@@ -40,10 +40,13 @@ layer, one step per token) is priced as the library runs it when its curve is on
 GEMMs (a framework's own, e.g. ONNX Runtime's MLAS): the input projection (``1 − share`` of its
 MACs, with the input weights) as one GEMM over all tokens, then ``n`` steps of the recurrent
 projection, each ``share / n`` of the MACs reading the recurrent weights whole, since each step
-waits for the previous one; only the first step pays the cold-operand penalty. Eager's GEMM
-samples re-pack the weights on every call (oneDNN/MKL), which a fused layer does once per call:
-on them the layer is one GEMM of all its MACs, which under-prices small batches (an LSTM
-language model at batch 1: 0.55x on the EPYC).
+waits for the previous one; only the first step pays the cold-operand penalty. On a curve of
+whole fused layers measured per step (``gemm@mkldnn_rnn_layer``, eager's oneDNN LSTM layer; see
+``curves.STEP_CURVES``) each step does ``1 / n`` of the layer's MACs and activation bytes and
+reads every weight, ``n`` times (``curves.step_work``).
+Eager's GEMM samples re-pack the weights on every call (oneDNN/MKL), which a fused layer does
+once per call: a profile without that curve prices the layer as one GEMM of all its MACs, which
+under-prices small batches (an LSTM language model at batch 1: 0.55x on the EPYC).
 
 Physics floor: on sampled profiles no kernel is priced below its MACs at the fastest MAC rate
 any calibrated sample of a matrix-like class reached, nor below its bytes at the fastest byte
@@ -67,7 +70,7 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
-from ftmodel.estimate.curves import SampleCurve
+from ftmodel.estimate.curves import STEP_CURVES, SampleCurve, step_work
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import DeviceProfile
@@ -209,19 +212,31 @@ class DeviceModel:
         # MLAS); eager's GEMM samples re-pack their weights on every call, which a fused layer
         # does once, so there the layer stays one GEMM over all its tokens
         own = f"{self.framework}/"
-        traits = [steps_of(k.variant) if str(c).startswith(own) else (1, 0.0)
-                  for k, c in zip(kernels, classes)]
+        per_step = np.array([str(c).rsplit("/", 1)[-1] in STEP_CURVES for c in classes])
+        traits = [steps_of(k.variant) if str(c).startswith(own) or p else (1, 0.0)
+                  for k, c, p in zip(kernels, classes, per_step)]
         if all(t[0] == 1 for t in traits):
             return self._times(kernels, classes, dtypes, macs, br, bw, warns)
         steps = np.array([t[0] for t in traits], dtype=np.float64)
         # fused recurrent layers: the input projection is one GEMM over all tokens, the
         # recurrent one runs step after step, each step reading the recurrent weights whole
-        rec = np.array([t[1] for t in traits])
+        rec = np.where(per_step, 0.0, np.array([t[1] for t in traits]))
         wts = np.array([k.bytes_weights for k in kernels], dtype=np.float64)
         act = np.maximum(br - wts, 0.0)
         hot, cold = self._times(kernels, classes, dtypes, macs * (1 - rec),
                                 wts * (1 - rec) + act, bw, warns)
-        r = np.flatnonzero(steps > 1)
+        # on a per-step curve (STEP_CURVES), a step's share of all the work, ``steps`` times
+        p = np.flatnonzero(per_step & (steps > 1))
+        if len(p):
+            s = steps[p]
+            wts = np.array([kernels[i].bytes_weights for i in p.tolist()], dtype=np.float64)
+            h_step, c_step = self._times([kernels[i] for i in p.tolist()], classes[p], dtypes[p],
+                                         *step_work(macs[p], br[p], wts, bw[p], s), warns)
+            hot[p] = s * h_step
+            cold[p] = s * h_step + (c_step - h_step)  # only the first step finds them cold
+        r = np.flatnonzero(~per_step & (steps > 1))
+        if len(r) == 0:
+            return hot, cold
         s = steps[r]
         h_step, c_step = self._times([kernels[i] for i in r.tolist()], classes[r], dtypes[r],
                                      macs[r] * rec[r] / s, wts[r] * rec[r] + act[r] / s,
