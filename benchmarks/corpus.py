@@ -5,7 +5,10 @@
 
 For each framework, every model of :mod:`ftmodel.corpus` is first predicted at each batch (in
 this process), then measured by ``benchmarks/plain_measure.py`` in a fresh Python process of its
-own (one per model, framework and heap setting; nothing else runs meanwhile): with glibc's
+own (one per model, framework and heap setting; nothing else runs meanwhile; with
+``--processes N``, N such processes in N passes over the corpus, and a point's time is their
+median: a fresh process lands in its own memory layout, heap and thread placement, which moves a
+point by a median 7-10% between runs on a 2-vCPU EPYC, more than its rounds spread): with glibc's
 default malloc (``plain``, what a user's process does) and, with ``--heap plain,kept``, also
 with the heap kept mapped (``kept``, the steady state of jemalloc/tcmalloc or PyTorch's CUDA
 caching allocator). Predictions are the same for both; each is compared with both.
@@ -147,6 +150,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
              profile_desc: str) -> str:
     heaps = list(dict.fromkeys(r["heap"] for r in rows))
     spreads = [r["spread"] for r in rows]
+    proc = [r["process_spread"] for r in rows]
     lines = [
         f"# Corpus validation: {framework} on {cpu_name()}",
         "",
@@ -154,13 +158,18 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         f"{args.threads} threads; run took {elapsed_s:.0f} s",
         f"- profile: {profile_desc}",
         f"- command: `python benchmarks/corpus.py {' '.join(sys.argv[1:])}`",
-        f"- measured by `benchmarks/plain_measure.py`, one fresh process per model "
-        f"(torch.utils.benchmark.Timer, {args.rounds} rounds of "
+        "- measured by `benchmarks/plain_measure.py`, "
+        + ("one fresh process per model" if args.processes == 1 else
+           f"{args.processes} fresh processes per model (one per pass over the corpus; a "
+           "point's time is the median of its processes')")
+        + f" (torch.utils.benchmark.Timer, {args.rounds} rounds of "
         f"{args.round_s} s, fastest round's median); heap settings: {', '.join(heaps)} "
         "(plain = glibc's defaults, kept = heap kept mapped)",
         f"- noise: median round spread {np.median(spreads):.1%}, P90 "
-        f"{np.percentile(spreads, 90):.1%} (slowest round / fastest round − 1)" if rows else
-        "- no points",
+        f"{np.percentile(spreads, 90):.1%} (slowest round / fastest round − 1)"
+        + (f"; between processes median {np.median(proc):.1%}, P90 "
+           f"{np.percentile(proc, 90):.1%} (slowest process / fastest − 1)"
+           if args.processes > 1 else "") if rows else "- no points",
         "",
         "APE = |predicted − measured| / measured; ratio = median predicted / measured; the MACs "
         "proxy is `a + b·MACs` fitted by least squares on the same points (its fit sees the "
@@ -236,41 +245,62 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
               f"(heap {predictor.heap})", flush=True)
         preds_by_heap[heap], failed = _predict(predictor, names, batches)
         preds_by_heap[predictor.heap] = preds_by_heap[heap]
-    rows: list[dict[str, Any]] = []
     run_failed: dict[str, str] = {}
-    print(f"{framework}: measuring, one process per model and heap setting", flush=True)
+    # (model, heap, batch) -> one measurement per process; each pass measures every model once,
+    # so a model's processes lie minutes apart rather than back to back
+    points: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for n_pass in range(args.processes):
+        print(f"{framework}: measuring, one process per model and heap setting"
+              + (f" (pass {n_pass + 1} of {args.processes})" if args.processes > 1 else ""),
+              flush=True)
+        for name in names:
+            if name in run_failed:
+                continue
+            for heap in heaps:
+                t0 = time.perf_counter()
+                res = _measure(name, framework, batches, heap == "kept", args)
+                if "error" in res:
+                    run_failed[name] = res["error"]
+                    print(f"  {name:<28} {heap:<5} runner failed: {res['error']}", flush=True)
+                    break
+                shown = []
+                for b in batches:
+                    m = res["points"][str(b)]
+                    points.setdefault((name, heap, b), []).append(m)
+                    p = preds_by_heap[heap].get((name, b))
+                    shown.append(f"b{b} {m['time_s'] * 1e3:.2f}"
+                                 + (f"/{p.latency_s * 1e3:.2f}" if p is not None else ""))
+                print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    rows: list[dict[str, Any]] = []
     for name in names:
+        if name in run_failed:
+            continue
         zm = get_corpus_model(name)
         for heap in heaps:
-            t0 = time.perf_counter()
-            res = _measure(name, framework, batches, heap == "kept", args)
-            if "error" in res:
-                run_failed[name] = res["error"]
-                print(f"  {name:<28} {heap:<5} runner failed: {res['error']}", flush=True)
-                continue
-            shown = []
             for b in batches:
-                m = res["points"][str(b)]
-                rounds = m["round_medians_s"]
                 p = preds_by_heap[heap].get((name, b))
-                shown.append(f"b{b} {m['time_s'] * 1e3:.2f}"
-                             + (f"/{p.latency_s * 1e3:.2f}" if p is not None else ""))
-                if p is None:
+                ms = points.get((name, heap, b), [])
+                if p is None or not ms:
                     continue
+                times = [m["time_s"] for m in ms]
+                measured = float(np.median(times))
                 rows.append({
                     "model": name, "family": zm.family,
                     "half": "held-out" if is_held_out(name) else "tuning",
                     "framework": framework, "heap": heap, "batch": b,
-                    "measured_s": m["time_s"], "spread": max(rounds) / min(rounds) - 1,
-                    "faults_per_call": m["faults_per_call"],
+                    "measured_s": measured,
+                    "spread": float(np.median([max(m["round_medians_s"])
+                                               / min(m["round_medians_s"]) - 1 for m in ms])),
+                    "process_spread": max(times) / min(times) - 1,
+                    "processes": len(ms),
+                    "faults_per_call": float(np.median([m["faults_per_call"] for m in ms])),
                     "predicted_faults": getattr(p, "page_faults", 0.0),
                     "predicted_heap": getattr(p, "heap", "kept"), "predicted_s": p.latency_s,
-                    "ratio": p.latency_s / m["time_s"],
-                    "ape": abs(p.latency_s - m["time_s"]) / m["time_s"],
+                    "ratio": p.latency_s / measured,
+                    "ape": abs(p.latency_s - measured) / measured,
                     "overhead_s": p.overhead_s, "compute_s": p.compute_s, "macs": p.macs,
                     "n_launches": p.n_launches})
-            print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
     stem = out / f"corpus-{framework}"
     if rows:
         with open(stem.with_suffix(".csv"), "w", newline="") as f:
@@ -295,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.2)
+    ap.add_argument("--processes", type=int, default=1,
+                    help="fresh processes per model and heap setting, one per pass over the "
+                         "corpus; a point's time is their median (default 1)")
     ap.add_argument("--timeout-s", type=float, default=900)
     ap.add_argument("--out-dir", required=True)
     args = ap.parse_args(argv)
@@ -310,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.half != "all":
         names = [n for n in names if is_held_out(n) == (args.half == "held-out")]
     batches = sorted(int(b) for b in args.batches.split(","))
+    if args.processes < 1:
+        ap.error(f"--processes takes a count of at least 1, got {args.processes}")
     heaps = [h.strip() for h in args.heap.split(",") if h.strip()]
     if not set(heaps) <= {"plain", "kept"}:
         ap.error(f"--heap takes plain, kept or plain,kept, got {args.heap!r}")
