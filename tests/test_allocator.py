@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ftmodel.estimate.allocator import GlibcMalloc, allocations, page_faults
@@ -75,3 +77,20 @@ def test_a_raised_trim_threshold_keeps_the_heap() -> None:
 @pytest.mark.parametrize("passes", [0, -1])
 def test_at_least_one_pass_is_simulated(passes: int) -> None:
     assert page_faults(_chain(3, MIB), passes=passes).shape == (3,)
+
+
+def test_onednn_convolution_maps_its_reordered_weights_afresh_every_call() -> None:
+    # a oneDNN convolution with 40 MiB of weights and a 1 MiB output: the weight copy is above
+    # glibc's 32 MiB ceiling on the mmap threshold, so every call maps and faults it in again;
+    # the same kernel on PyTorch's own slow path allocates only its output
+    w = 40 * MIB
+    conv = Kernel("conv", 1, w + MIB, MIB, "m", ("aten.convolution",), variant="mkldnn",
+                  bytes_weights=w, reads=((WEIGHTS, w), (0, MIB)), writes=((1, MIB),))
+    head = _kernel(((WEIGHTS, 4096),), ((0, MIB),))
+    tail = _kernel(((1, MIB),), ((2, 4096),))
+    sizes = sorted(a.size_bytes for a in allocations([head, conv, tail]))
+    assert sizes == [4096, MIB, MIB, MIB, w]  # input, output, blocked output, weights; result
+    faults = page_faults([head, conv, tail])
+    assert faults[1] >= w // 4096
+    slow = replace(conv, variant="slow2d")
+    assert page_faults([head, slow, tail])[1] < w // 4096
