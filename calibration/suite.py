@@ -224,13 +224,16 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         keep_heap()
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)
-    if update and all(f == "eager" for f in fws):
-        raise InvalidArgumentError(
-            "--update re-measures frameworks other than eager into an existing profile, and "
-            f"none was named (frameworks: {', '.join(fws)}); name one, e.g. --frameworks "
-            "inductor, or calibrate afresh to re-measure eager")
     base = (profile_to_update(path, device, n_threads, cpu_name(), allocator_setting())
             if update else None)
+    if (base is not None and all(f == "eager" for f in fws)
+            and not (device == "cpu" and page_fault_probe_stale(base.host,
+                                                                 dict(base.provenance)))):
+        raise InvalidArgumentError(
+            "--update re-measures frameworks other than eager (and an outdated page-fault "
+            "price) into an existing profile, and none was named (frameworks: "
+            f"{', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
+            "re-measure eager")
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     programs = host_programs()
     if device.startswith("cuda"):  # GPU-sized operands (20 GB) are made where they are used

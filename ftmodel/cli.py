@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quick", action="store_true", help="fewer sizes (1-2 min on a 2-core machine)")
     c.add_argument("--update", action="store_true",
                    help="add (or re-measure) the non-eager frameworks named in --frameworks in "
-                        "the existing profile at --out, keeping its eager and device parts")
+                        "the existing profile at --out, keeping its eager and device parts (a "
+                        "page-fault price from an older probe is measured again, with "
+                        "--frameworks eager alone too)")
     c.add_argument("--no-progress", action="store_true")
     c.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     c.set_defaults(fn=cmd_calibrate)
