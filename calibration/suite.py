@@ -45,7 +45,7 @@ import os
 import socket
 import time
 from dataclasses import replace
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 
-def page_fault_probe_stale(host: HostProfile | None, provenance: dict[str, Any]) -> bool:
+def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
     """Whether a CPU profile's page-fault price must be (re-)measured: it has none, or it came
     from a probe that mapped shared memory (profiles before the probe recorded its
     ``mapping``), which prices a fault about twice what malloc's private pages cost."""
@@ -227,8 +227,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     base = (profile_to_update(path, device, n_threads, cpu_name(), allocator_setting())
             if update else None)
     if (base is not None and all(f == "eager" for f in fws)
-            and not (device == "cpu" and page_fault_probe_stale(base.host,
-                                                                 dict(base.provenance)))):
+            and not (device == "cpu" and page_fault_probe_stale(base.host, base.provenance))):
         raise InvalidArgumentError(
             "--update re-measures frameworks other than eager (and an outdated page-fault "
             "price) into an existing profile, and none was named (frameworks: "
@@ -245,7 +244,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2) \
         + 2 * len(extra) + framework_curve_steps(extra, device) \
         + (device == "cpu" and (base is None
-                                or page_fault_probe_stale(base.host, dict(base.provenance))))
+                                or page_fault_probe_stale(base.host, base.provenance)))
     bar = _Progress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)

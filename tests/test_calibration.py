@@ -215,7 +215,7 @@ def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_on
     assert after.host is not None and 0.0 < after.host.page_fault_s < 1.0
     assert after.host.frameworks == read_profile(quick_profile).host.frameworks
     assert after.provenance["page_fault_probe"]["mapping"] == MAPPING
-    assert not suite.page_fault_probe_stale(after.host, dict(after.provenance))
+    assert not suite.page_fault_probe_stale(after.host, after.provenance)
 
 
 def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_path: Path
