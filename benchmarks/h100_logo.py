@@ -10,7 +10,12 @@ fit with the H100 left out; nothing measured on the H100 enters the prediction:
 * host half: the fit's default host ``paper-host`` (the geometric mean of the paper's fitted
   Xeon hosts with PyTorch 1.12), as for every GPU left out; the H100 was measured from another
   host CPU with torch 2.11 (``results/gpu-h100/env.txt``), so eager's host-bound points carry
-  that difference;
+  that difference. Eager is also predicted with the measuring machine's own host half
+  (``OWN_HOST_LABEL``: the host section of ``h100-profile-v2.json``, per-dispatch costs that
+  ``ftmodel calibrate`` measured on that machine's CPU and torch), the device half unchanged:
+  what a user who calibrated their host predicts for a GPU they do not have. CUDA graphs get
+  no such row: their calibrated host entries include the gap between graph nodes, which the
+  H100 itself set;
 * points: ``results/gpu-h100/eager-v2.csv`` and ``cudagraphs-v2.csv`` (15 models × batch
   1–128, fp32; the latest runs), predicted by ``ftmodel.api.Predictor`` on the real modules
   (``ftmodel.zoo``);
@@ -40,6 +45,8 @@ from ftmodel.zoo import get_model  # noqa: E402
 H100_DIR = Path(__file__).resolve().parent / "results" / "gpu-h100"
 RUNS = {"eager": H100_DIR / "eager-v2.csv", "cudagraphs": H100_DIR / "cudagraphs-v2.csv"}
 LABEL = "H100"
+OWN_HOST_LABEL = "H100 (own host)"
+OWN_HOST = H100_DIR / "h100-profile-v2.json"
 PROFILE = "h100-sxm5"
 
 
@@ -64,15 +71,17 @@ def logo_rows(params: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows of ``paper-gpus.csv`` for the H100 (``predicted_s`` = ``logo_s``: no fit saw it)."""
     profile = h100_profile(params)
     rows = []
-    for fw, path in RUNS.items():
-        predictor = Predictor(fw, profile, heap="kept")
+    runs = [(LABEL, fw, path, None) for fw, path in RUNS.items()]
+    runs.append((OWN_HOST_LABEL, "eager", RUNS["eager"], str(OWN_HOST)))
+    for label, fw, path, host in runs:
+        predictor = Predictor(fw, profile, host=host, heap="kept")
         for name, pts in _measured(path).items():
             zm = get_model(name)
             torch.manual_seed(0)
             preds = predictor.predict(zm.build().eval(), [b for b, _, _ in pts], zm.make_inputs)
             for (b, meas, macs), p in zip(pts, preds):
                 rows.append({
-                    "gpu": LABEL, "framework": fw, "precision": "fp32", "model": name,
+                    "gpu": label, "framework": fw, "precision": "fp32", "model": name,
                     "batch": b, "measured_s": meas, "predicted_s": p.latency_s,
                     "logo_s": p.latency_s, "overhead_s": p.overhead_s,
                     "compute_s": p.compute_s, "regime": p.regime, "n_launches": p.n_launches,
@@ -87,8 +96,11 @@ def host_note(params: dict[str, Any]) -> str:
     host = params["hosts"]["paper-host"]
     return (f"H100 rows: device half `{PROFILE}` (spec sheet × Hopper's published fractions × "
             "the fitted residuals), host half the fit's default host `paper-host` "
-            f"({host['note']}; speed factor {host['speed_factor']:.3f} of the E5-2630), never "
-            "the H100's own calibration. The H100 was measured with torch 2.11 from another "
+            f"({host['note']}; speed factor {host['speed_factor']:.3f} of the E5-2630), nothing "
+            "measured on the H100's machine. The H100 was measured with torch 2.11 from another "
             "host CPU (`results/gpu-h100/env.txt`): eager's host-bound points carry that "
             "difference, CUDA-graph replays (one launch per forward) hardly any. Points: "
-            "`gpu-h100/eager-v2.csv`, `gpu-h100/cudagraphs-v2.csv`.")
+            "`gpu-h100/eager-v2.csv`, `gpu-h100/cudagraphs-v2.csv`. Rows *H100 (own host)*: eager "
+            "with the host half that `ftmodel calibrate` measured on the H100's machine "
+            "(`gpu-h100/h100-profile-v2.json`; its CPU and torch 2.11), the device half the same "
+            "spec-derived one.")
