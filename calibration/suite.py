@@ -166,7 +166,7 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             tl = predictor.timeline(prog, [])
             # host side as predicted, per-call cost included (0 for eager)
             rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
-                         float(sum(k.bytes_total for k in prog.kernels)), prog.n_launches))
+                         float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches))
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30,
                                    settle_s=fw.settle_s)
     sweep = FRAMEWORK_SWEEPS.get(framework)

@@ -37,7 +37,8 @@ from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
+__all__ = ["Prediction", "LayerCost", "KernelArrays", "entry_launches", "predict_latency",
+           "crossover_batch",
            "trace", "load_profile", "DTYPES", "Predictor"]
 
 HEAPS = ("plain", "kept")
@@ -50,11 +51,13 @@ _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half":
 class KernelArrays(NamedTuple):
     """Per kernel of a program, what :meth:`Predictor.timeline` computes from the kernels alone:
     device seconds (:meth:`Predictor.device_times_s`), own host seconds
-    (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`) and bytes moved."""
+    (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`), bytes moved and
+    :func:`entry_launches`."""
 
     device_s: np.ndarray
     own_host_s: np.ndarray
     bytes_total: np.ndarray
+    entry: np.ndarray  # 1.0 for a kernel the Python code launched, 0.0 for Kernel.inner
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,12 @@ class Prediction:
             "framework", "device", "batch", "dtype", "latency_s", "overhead_s", "compute_s",
             "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch",
             "heap", "page_faults")}
+
+
+def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:
+    """1.0 for each kernel the model's Python launched, 0.0 for one C++ launched inside the
+    same call after an earlier kernel (``Kernel.inner``: a fused RNN's steps)."""
+    return np.fromiter((0.0 if k.inner else 1.0 for k in kernels), np.float64, len(kernels))
 
 
 def _canonical_dtype(dtype: str) -> str:
@@ -288,7 +297,10 @@ class Predictor:
         if im:
             moved = (known.bytes_total if known is not None else
                      np.array([k.bytes_total for k in program.kernels], dtype=np.float64))
-            host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0)
+            # the in-model cost per kernel is Python's (glue, arguments, module machinery): a
+            # kernel C++ launched inside the same call (Kernel.inner) does not pay it
+            entry = known.entry if known is not None else entry_launches(program.kernels)
+            host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0) * entry
             device_s = (device_s * im.get("device_scale", 1.0)
                         + moved * im.get("per_byte_s", 0.0))
         if self.page_fault_s > 0.0:

@@ -30,7 +30,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ftmodel.api import KernelArrays, Predictor
+from ftmodel.api import KernelArrays, Predictor, entry_launches
 from ftmodel.estimate.cache import OperandEvents, operand_events
 from ftmodel.estimate.timeline import kernel_host_costs_s
 from ftmodel.frameworks.base import Kernel, Program
@@ -62,6 +62,7 @@ class _Segment:
     events: OperandEvents  # with the segment's own storage ids and kernel indices
     own_host_s: np.ndarray  # kernel_host_costs_s of its kernels
     bytes_total: np.ndarray
+    entry: np.ndarray  # entry_launches of its kernels
     # its events' storage ids mapped to a program's, per placement (base, in_global): the
     # last MAX_PLACEMENTS ones
     mapped: dict[tuple[int, int | None], np.ndarray] = field(default_factory=dict)
@@ -96,7 +97,8 @@ class DeviceCache:
                 return None
             return KernelArrays(
                 pred.device_times_s(program.kernels, [], hot_cold=(hot, cold)),
-                kernel_host_costs_s(program.kernels, pred.fw_host), _bytes(program.kernels))
+                kernel_host_costs_s(program.kernels, pred.fw_host), _bytes(program.kernels),
+                entry_launches(program.kernels))
         segs = [self._segment(p) for p in parts]
         if any(s.warns for s in segs):
             return None
@@ -106,7 +108,8 @@ class DeviceCache:
         return KernelArrays(
             pred.device_times_s(program.kernels, [], hot_cold=hot_cold, events=events),
             np.concatenate([s.own_host_s for s in segs]),
-            np.concatenate([s.bytes_total for s in segs]))
+            np.concatenate([s.bytes_total for s in segs]),
+            np.concatenate([s.entry for s in segs]))
 
     def _rows(self, kernels: Sequence[Kernel]) -> list[tuple[float, float, tuple[str, ...]]]:
         """Each kernel's memoised (hot, cold, warnings), pricing the ones not seen yet."""
@@ -132,7 +135,7 @@ class DeviceCache:
             return hit
         made = _Segment(part.seg, *_arrays(self._rows(part.local)), operand_events(part.local),
                         kernel_host_costs_s(part.local, self.predictor.fw_host),
-                        _bytes(part.local))
+                        _bytes(part.local), entry_launches(part.local))
         self._segments[id(part.seg)] = made
         return made
 

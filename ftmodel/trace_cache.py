@@ -322,7 +322,8 @@ def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:
                     "module_path": rel,
                     "members": (rest[at["op"]],), "dtype": rest[at["dtype"]],
                     "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
-                    "reads": rest[at["reads"]], "writes": rest[at["writes"]]})
+                    "reads": rest[at["reads"]], "writes": rest[at["writes"]],
+                    "inner": rest[at["inner"]]})
     events = list(kernel_events(_kernels_of(out, None)).elements())
     return _SegmentKernels(tuple(out), events, n_view, n_alloc)
 

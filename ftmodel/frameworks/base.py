@@ -43,6 +43,9 @@ class Kernel:
     # (eager: from the trace); the cache model uses them to tell warm operands from cold ones
     reads: tuple[tuple[int, int], ...] = ()
     writes: tuple[tuple[int, int], ...] = ()
+    # launched from C++ inside a Python call that launched an earlier kernel (OpRecord.inner;
+    # eager only): no Python between the two, so no per-call Python cost
+    inner: bool = False
 
     @property
     def bytes_total(self) -> int:
@@ -62,6 +65,11 @@ class Program:
     @property
     def n_launches(self) -> int:
         return len(self.kernels)
+
+    @property
+    def n_python_launches(self) -> int:
+        """Kernels the model's Python launched (not ``Kernel.inner``)."""
+        return sum(1 for k in self.kernels if not k.inner)
 
     @property
     def macs(self) -> int:

@@ -18,7 +18,7 @@ __all__ = ["kernel_of", "lower"]
 def kernel_of(r: OpRecord) -> Kernel:
     """The kernel eager launches for one launching op record."""
     return Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
-                  r.dtype, r.variant, r.bytes_weights, r.reads, r.writes)
+                  r.dtype, r.variant, r.bytes_weights, r.reads, r.writes, r.inner)
 
 
 def lower(trace: Trace) -> Program:

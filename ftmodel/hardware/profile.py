@@ -58,7 +58,8 @@ class FrameworkHost:
     per_call_s: float = 0.0  # fixed cost per forward call (session.run, graph replay ...)
     samples: tuple[Mapping[str, Any], ...] = ()  # raw calibration programs and their times
     # How single-op costs add up inside a whole model (calibration.networks):
-    # o_i -> host_scale·o_i + per_kernel_s, k_i -> device_scale·k_i + per_byte_s·bytes_i.
+    # o_i -> host_scale·o_i + per_kernel_s, k_i -> device_scale·k_i + per_byte_s·bytes_i;
+    # per_kernel_s is Python's, so a kernel C++ launched within one call (Kernel.inner) pays none.
     # Identity when absent.
     in_model: Mapping[str, float] = field(default_factory=dict)
 

@@ -115,7 +115,10 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
         return k
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and kind(frame.f_code) != _FRAMEWORK:
+        if event == "c_call":  # the model's code calling into C: a new call (OpRecord.inner)
+            if kind(frame.f_code) == _MODEL:
+                rec.py_events += 1
+        elif event == "call" and kind(frame.f_code) != _FRAMEWORK:
             caller = frame.f_back
             if caller is not None and kind(caller.f_code) == _MODEL:
                 rec.py_calls += 1

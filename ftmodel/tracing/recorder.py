@@ -9,6 +9,7 @@ op's arguments (its name, class and variant, except for convolutions) is compute
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -98,6 +99,12 @@ class Recorder:
         self.module_names = module_names
         self.py_calls = 0  # Python function calls of the model's own code (not torch's)
         self.py_counter: Any = None  # the profile function counting them, while it runs
+        self.py_events = 0  # calls into C by non-torch code that profile function saw
+        # (frame, bytecode offset, py_events) of the Python call behind the last launching op
+        # and of the op being dispatched now: the same when C++ launched both (OpRecord.inner).
+        # The last site's frame is kept alive, so no later frame can reuse its id.
+        self._last_site: tuple[Any, int, int] | None = None
+        self.site: tuple[Any, int, int] | None = None
         self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
         self._storages: list[Any] = []  # keeps storages alive so no address is reused
 
@@ -167,6 +174,11 @@ class Recorder:
             variant = variant_of(func, args) if var is None else var
             reads = self._operands(ins, keys_in, sizes_in)
             writes = self._operands(outs, None, sizes_out)
+        site, last = self.site, self._last_site
+        inner = (not is_view and site is not None and last is not None and site[0] is last[0]
+                 and site[1:] == last[1:])
+        if not is_view:
+            self._last_site = self.site
         self.records.append(OpRecord(
             index=len(self.records),
             module_path=self.module_stack[-1] if self.module_stack else "",
@@ -185,6 +197,7 @@ class Recorder:
             variant=variant,
             reads=reads,
             writes=writes,
+            inner=inner,
         ))
 
 
@@ -215,6 +228,10 @@ class _DispatchRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         rec = self.rec
+        caller = sys._getframe(1)  # the Python frame whose call reached the dispatcher,
+        while caller.f_code.co_filename in _WRAPPER_FILES and caller.f_back is not None:
+            caller = caller.f_back  # past torch's wrappers of this method
+        site = (caller, caller.f_lasti, rec.py_events)
         ins = _tensors((args, kwargs))
         counter = rec.py_counter
         # an aten op on plain or fake tensors runs torch's code only (meta kernels,
@@ -225,18 +242,23 @@ class _DispatchRecorder(TorchDispatchMode):
                 and sys.getprofile() is counter):
             sys.setprofile(None)
             try:
-                return self._dispatch(func, args, kwargs, ins)
+                return self._dispatch(func, args, kwargs, ins, site)
             finally:
                 sys.setprofile(counter)
-        return self._dispatch(func, args, kwargs, ins)
+        return self._dispatch(func, args, kwargs, ins, site)
 
     def _dispatch(self, func: Any, args: Any, kwargs: dict[str, Any],
-                  ins: list[torch.Tensor]) -> Any:
+                  ins: list[torch.Tensor], site: tuple[Any, int, int]) -> Any:
         out = func(*args, **kwargs)
         if getattr(func, "namespace", "aten") != "prim":  # prim.device etc. are metadata queries
+            self.rec.site = site
             self.rec.record(func, args, kwargs, out, ins)
         return out
 
 
 _TORCH_NAMESPACES = frozenset({"aten", "prim"})
+# files of the Python frames torch puts between a call into C and a mode's __torch_dispatch__
+# (dynamo's disable wrapper around it)
+_WRAPPER_FILES = frozenset(os.path.join(os.path.dirname(torch.__file__), *parts) for parts in (
+    ("_dynamo", "eval_frame.py"), ("_compile.py",), ("utils", "_python_dispatch.py")))
 _PLAIN_TENSORS = frozenset({torch.Tensor, nn.Parameter, FakeTensor})

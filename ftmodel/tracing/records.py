@@ -26,6 +26,12 @@ Counting semantics
   allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, the
   convolution backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...: their speeds differ several-fold), or "".
+* ``inner`` marks a launching op that C++ dispatched inside a call the Python code made, after
+  an earlier launching op of the same call: the steps of ``torch._VF.gru`` or of the fused
+  ``_native_multi_head_attention``, not ``aten.addmm`` under ``F.linear`` (the call's first
+  kernel). The Python call is told by the calling frame, its bytecode offset and the Python
+  events counted since (``n_py_calls``' profile hook): a Python loop whose body is a single
+  operator expression, with no call in it, would have its later iterations marked inner.
 * Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries) and
   ``n_py_calls`` (Python function calls made by the model's own code — its ``forward`` methods
   and helpers, e.g. Hugging Face's mask and config glue — but not by torch or ftmodel), which
@@ -65,6 +71,9 @@ class OpRecord:
     variant: str = ""  # "inplace" | "math" | "math_inplace" | conv backend | ""  (see docstring)
     reads: tuple[tuple[int, int], ...] = ()  # (storage id, bytes) per tensor argument
     writes: tuple[tuple[int, int], ...] = ()  # (storage id, bytes) per tensor result
+    # launched by C++ inside an op the model called, not by the model's Python: the previous
+    # launching record came from the same Python call (see "Counting semantics")
+    inner: bool = False
 
     @property
     def bytes_total(self) -> int:
