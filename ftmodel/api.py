@@ -11,8 +11,8 @@ from __future__ import annotations
 
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,9 +24,10 @@ from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
-from ftmodel.frameworks.base import Framework, Kernel, Program, get_framework
+from ftmodel.frameworks.base import Framework, Kernel, Program, entry_launches, get_framework
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostProfile
 from ftmodel.plain_objects import maker
+from ftmodel.prediction import KernelArrays, LayerCost, Prediction
 from ftmodel.hardware.registry import (
     default_host_warning,
     is_default_host,
@@ -37,8 +38,7 @@ from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Prediction", "LayerCost", "KernelArrays", "entry_launches", "predict_latency",
-           "crossover_batch",
+__all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
            "trace", "load_profile", "DTYPES", "Predictor"]
 
 HEAPS = ("plain", "kept")
@@ -46,69 +46,6 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
                   "bfloat16": "bf16"}
-
-
-class KernelArrays(NamedTuple):
-    """Per kernel of a program, what :meth:`Predictor.timeline` computes from the kernels alone:
-    device seconds (:meth:`Predictor.device_times_s`), own host seconds
-    (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`), bytes moved and
-    :func:`entry_launches`."""
-
-    device_s: np.ndarray
-    own_host_s: np.ndarray
-    bytes_total: np.ndarray
-    entry: np.ndarray  # 1.0 for a kernel the Python code launched, 0.0 for Kernel.inner
-
-
-@dataclass(frozen=True)
-class LayerCost:
-    """Predicted cost of one module path (kernels attributed to their innermost module)."""
-
-    module_path: str
-    n_launches: int
-    macs: int
-    host_s: float
-    device_s: float
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A latency prediction for one model, framework, device and batch size."""
-
-    framework: str
-    device: str
-    batch: int
-    dtype: str
-    latency_s: float
-    overhead_s: float  # host time: framework dispatch, module calls, launches
-    compute_s: float  # summed device kernel time
-    closed_form_s: float  # max(overhead_s, compute_s)
-    regime: str  # "framework-bound" | "compute-bound"
-    framework_tax: float  # share of latency not covered by device compute
-    n_launches: int
-    macs: int
-    crossover_batch: float | None
-    layers: tuple[LayerCost, ...] = ()
-    warnings: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-    heap: str = "kept"  # the malloc state modelled: "plain" (glibc's defaults) or "kept"
-    page_faults: float = 0.0  # minor page faults per forward pass counted in overhead_s
-
-    @property
-    def latency_ms(self) -> float:
-        return self.latency_s * 1e3
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in (
-            "framework", "device", "batch", "dtype", "latency_s", "overhead_s", "compute_s",
-            "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch",
-            "heap", "page_faults")}
-
-
-def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:
-    """1.0 for each kernel the model's Python launched, 0.0 for one C++ launched inside the
-    same call after an earlier kernel (``Kernel.inner``: a fused RNN's steps)."""
-    return np.fromiter((0.0 if k.inner else 1.0 for k in kernels), np.float64, len(kernels))
 
 
 def _canonical_dtype(dtype: str) -> str:

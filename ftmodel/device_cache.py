@@ -30,10 +30,10 @@ from operator import attrgetter
 
 import numpy as np
 
-from ftmodel.api import KernelArrays, Predictor, entry_launches
+from ftmodel.api import KernelArrays, Predictor
 from ftmodel.estimate.cache import OperandEvents, operand_events
 from ftmodel.estimate.timeline import kernel_host_costs_s
-from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.frameworks.base import Kernel, Program, entry_launches
 from ftmodel.segment_trace import SegmentTrace
 from ftmodel.trace_cache import MAX_PLACEMENTS, Part
 

@@ -14,8 +14,9 @@ import pytest
 import torch
 from torch import nn
 
-from ftmodel.api import Predictor, entry_launches
+from ftmodel.api import Predictor
 from ftmodel.frameworks import eager
+from ftmodel.frameworks.base import entry_launches
 from ftmodel.hardware.profile import FrameworkHost
 from ftmodel.tracing.dispatch import trace
 

@@ -15,14 +15,16 @@ live measurement.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from ftmodel.errors import UnknownNameError
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Kernel", "Program", "Framework", "FRAMEWORKS", "ALIASES", "get_framework",
+__all__ = ["Kernel", "Program", "entry_launches", "Framework", "FRAMEWORKS", "ALIASES", "get_framework",
            "canonical_framework", "ModelLowering", "ModelRunner", "register"]
 
 
@@ -52,6 +54,12 @@ class Kernel:
         return self.bytes_read + self.bytes_written
 
 
+def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:
+    """1.0 for each kernel the model's Python launched, 0.0 for one C++ launched inside the
+    same call after an earlier kernel (``Kernel.inner``: a fused RNN's steps)."""
+    return np.fromiter((0.0 if k.inner else 1.0 for k in kernels), np.float64, len(kernels))
+
+
 @dataclass(frozen=True)
 class Program:
     """The kernels one forward call launches and the host events around them."""
@@ -69,7 +77,7 @@ class Program:
     @property
     def n_python_launches(self) -> int:
         """Kernels the model's Python launched (not ``Kernel.inner``)."""
-        return sum(1 for k in self.kernels if not k.inner)
+        return int(entry_launches(self.kernels).sum())
 
     @property
     def macs(self) -> int:
