@@ -100,11 +100,10 @@ class Recorder:
         self.py_calls = 0  # Python function calls of the model's own code (not torch's)
         self.py_counter: Any = None  # the profile function counting them, while it runs
         self.py_events = 0  # calls into C by non-torch code that profile function saw
-        # (frame, bytecode offset, py_events) of the Python call behind the last launching op
-        # and of the op being dispatched now: the same when C++ launched both (OpRecord.inner).
-        # The last site's frame is kept alive, so no later frame can reuse its id.
+        # (frame, bytecode offset, py_events) of the Python call behind the last launching op:
+        # the same as the next op's when C++ launched both (OpRecord.inner). Its frame is kept
+        # alive, so no later frame can reuse its id.
         self._last_site: tuple[Any, int, int] | None = None
-        self.site: tuple[Any, int, int] | None = None
         self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
         self._storages: list[Any] = []  # keeps storages alive so no address is reused
 
@@ -146,9 +145,11 @@ class Recorder:
 
     # -- op recording ------------------------------------------------------------------------------
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
-               ins: list[torch.Tensor] | None = None) -> None:
+               ins: list[torch.Tensor] | None = None,
+               site: tuple[Any, int, int] | None = None) -> None:
         """One OpRecord for ``func(*args, **kwargs) -> out`` (``ins``: the tensors of
-        ``(args, kwargs)``, if already collected)."""
+        ``(args, kwargs)``, if already collected; ``site``: the Python call that reached the
+        dispatcher, see ``_last_site``)."""
         op, cls, var = _traits(func)
         op_class = classify(func, args) if cls is None else cls
         if ins is None:
@@ -174,11 +175,11 @@ class Recorder:
             variant = variant_of(func, args) if var is None else var
             reads = self._operands(ins, keys_in, sizes_in)
             writes = self._operands(outs, None, sizes_out)
-        site, last = self.site, self._last_site
+        last = self._last_site
         inner = (not is_view and site is not None and last is not None and site[0] is last[0]
                  and site[1:] == last[1:])
         if not is_view:
-            self._last_site = self.site
+            self._last_site = site
         self.records.append(OpRecord(
             index=len(self.records),
             module_path=self.module_stack[-1] if self.module_stack else "",
@@ -251,8 +252,7 @@ class _DispatchRecorder(TorchDispatchMode):
                   ins: list[torch.Tensor], site: tuple[Any, int, int]) -> Any:
         out = func(*args, **kwargs)
         if getattr(func, "namespace", "aten") != "prim":  # prim.device etc. are metadata queries
-            self.rec.site = site
-            self.rec.record(func, args, kwargs, out, ins)
+            self.rec.record(func, args, kwargs, out, ins, site)
         return out
 
 

@@ -27,11 +27,12 @@ Counting semantics
   convolution backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...: their speeds differ several-fold), or "".
 * ``inner`` marks a launching op that C++ dispatched inside a call the Python code made, after
-  an earlier launching op of the same call: the steps of ``torch._VF.gru`` or of the fused
-  ``_native_multi_head_attention``, not ``aten.addmm`` under ``F.linear`` (the call's first
-  kernel). The Python call is told by the calling frame, its bytecode offset and the Python
-  events counted since (``n_py_calls``' profile hook): a Python loop whose body is a single
-  operator expression, with no call in it, would have its later iterations marked inner.
+  an earlier launching op of the same call: the steps of ``torch._VF.gru``, the layers of a
+  stacked ``_VF.lstm``, the ``bmm`` after ``matmul``'s copy; not ``aten.addmm`` under
+  ``F.linear`` (the call's first kernel). The Python call is told by the calling frame, its
+  bytecode offset and the calls into C the model's own code made since (counted by
+  ``n_py_calls``' profile hook): a Python loop whose body is a single operator expression,
+  with no call in it, would have its later iterations marked inner.
 * Also counted per trace: ``n_module_calls`` (``nn.Module.__call__`` entries) and
   ``n_py_calls`` (Python function calls made by the model's own code — its ``forward`` methods
   and helpers, e.g. Hugging Face's mask and config glue — but not by torch or ftmodel), which
