@@ -88,9 +88,10 @@ def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Fram
                 warnings: list[str]) -> tuple[str, float]:
     """The heap state a prediction models and its price per freshly mapped page (0: none).
 
-    Only eager on a CPU pays page faults that ftmodel counts: ONNX Runtime keeps its own arena,
-    a GPU's activations come from PyTorch's caching allocator, and TorchScript's and inductor's
-    allocations are not known per kernel (they are predicted as with the heap kept, and say so).
+    Only frameworks whose CPU kernels carry operand identities (``Framework.allocations_known``:
+    eager, TorchScript) pay page faults that ftmodel counts: ONNX Runtime keeps its own arena,
+    a GPU's activations come from PyTorch's caching allocator, and inductor's allocations are
+    not known per kernel (it is predicted as with the heap kept, and says so).
     """
     if heap == "kept" or profile.device.type != "cpu" or fw.name == "onnxruntime":
         return "kept", 0.0
@@ -99,7 +100,7 @@ def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Fram
                         "ftmodel measured it), so this predicts a process that keeps its heap "
                         "mapped; re-run `ftmodel calibrate` to predict a plain process")
         return "kept", 0.0
-    if fw.name != "eager":
+    if not fw.allocations_known:
         warnings.append(f"{fw.name}'s allocations are not known per kernel: predicted as with "
                         "the heap kept (glibc's page faults not counted)")
         return "kept", 0.0
@@ -324,8 +325,8 @@ def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto
     default malloc, which maps large freed blocks afresh and page-faults them in every forward
     pass, simulated from the traced allocations at the profile's calibrated price per page; see
     :mod:`ftmodel.estimate.allocator` for what it cannot see) or ``"kept"`` (freed memory stays
-    mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`). Eager only; other
-    frameworks and GPU predictions are unchanged by it.
+    mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`). Eager and
+    TorchScript only; other frameworks and GPU predictions are unchanged by it.
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")

@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ftmodel.errors import FtmodelError
 from ftmodel.tracing.dispatch import trace
-from ftmodel.tracing.recorder import _storage_key, _tensors
+from ftmodel.tracing.recorder import StorageIds, _tensors, storage_key
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["SegmentTrace", "TensorMeta", "trace_segment"]
@@ -94,7 +94,7 @@ class _StorageObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]
 def _storage_keys(tree: Any) -> list[int]:
     """The recorder's storage identity (the storage's address) of each tensor in ``tree``, in
     ``tree_flatten`` order (the recorder's operand order)."""
-    return [_storage_key(t) for t in _tensors(tree)]
+    return [storage_key(t) for t in _tensors(tree)]
 
 
 def _recorder_storage_ids() -> dict[int, int] | None:
@@ -102,9 +102,9 @@ def _recorder_storage_ids() -> dict[int, int] | None:
     recorder cannot be found; the segment is then traced with a :class:`_StorageObserver`)."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     for mode in reversed(_get_current_dispatch_mode_stack()):
-        ids = getattr(getattr(mode, "rec", None), "_storage_ids", None)
-        if type(ids) is dict:
-            return ids
+        ids = getattr(getattr(mode, "rec", None), "storage_ids", None)
+        if isinstance(ids, StorageIds):
+            return ids.by_key
     return None
 
 

@@ -369,6 +369,25 @@ def test_plain_heap_adds_the_simulated_faults_at_the_calibrated_price(
     assert plain.compute_s == kept.compute_s
 
 
+def test_torchscript_pays_the_faults_of_its_own_allocations(profile_factory: Any) -> None:
+    from ftmodel.estimate.allocator import page_faults
+    from ftmodel.hardware.profile import FrameworkHost
+
+    host = FrameworkHost(per_event_s={"kernel:gemm": 1e-6, "kernel:elementwise": 1e-6},
+                         per_call_s=1e-6)
+    prof = profile_factory(page_fault_s=1e-6, frameworks={"torchscript": host})
+    model, x = _wide().eval(), torch.randn(64, 64)
+    kept = predict_latency(model, "torchscript", prof, 64, inputs=x, heap="kept")
+    plain = predict_latency(model, "torchscript", prof, 64, inputs=x)
+    assert plain.heap == "plain" and not any("not known per kernel" in w for w in plain.warnings)
+    predictor = ftmodel.api.Predictor("torchscript", prof)
+    tr = predictor.trace(model, x, 64)
+    faults = page_faults(predictor.lower(model, x, 64, tr).kernels).sum()
+    # its frozen graph's 2 MiB activations are mapped and faulted in afresh, as eager's are
+    assert faults > 0 and plain.page_faults == faults
+    assert plain.latency_s - kept.latency_s == pytest.approx(faults * 1e-6, rel=1e-9)
+
+
 def test_a_profile_without_a_page_fault_price_predicts_the_kept_heap_and_says_so(
         profile_factory: Any) -> None:
     old = profile_factory(page_fault_s=0.0)  # calibrated before the price was measured

@@ -133,3 +133,56 @@ def test_runner_and_cache() -> None:
     out = ts.runner(model, x, 3)()
     with torch.no_grad():
         torch.testing.assert_close(out[0], model(x))  # type: ignore[index]
+
+
+class _PadToWindow(nn.Module):
+    """Swin's window padding: Python arithmetic on sizes, which a trace records as tensor ops
+    on ``prim::NumToTensor`` values (``aten::remainder``, ``aten::rsub``, ``aten::pow``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(12, 12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = x.shape[1]
+        pad = (7 - w % 7) % 7
+        x = nn.functional.pad(x, (0, 0, 0, pad))
+        return self.proj(x) * x.shape[-1] ** -0.5
+
+
+def test_size_arithmetic_keeps_shapes() -> None:
+    torch.manual_seed(0)
+    model, x, b = _PadToWindow().eval(), torch.randn(1, 10, 12), 2
+    tr = ftmodel.trace(model, x, b)
+    prog = _build(model, x, b).program
+    assert not prog.warnings  # every node evaluated on fake tensors
+    # the padded sequence is 14 long: MACs = b·14·12·12, as eager counts them
+    assert prog.macs == get_framework("eager").lower(tr).macs == b * 14 * 12 * 12
+    # the size arithmetic runs as ops on 0-d tensors: kernels, not interpreter instructions
+    scalar_ops = [k for k in prog.kernels if k.members[0] in ("aten::remainder", "aten::rsub")]
+    assert len(scalar_ops) == 3 and all(k.bytes_read == 0 for k in scalar_ops)
+    # on a GPU profile (the traced graph, counted without a GPU) the shapes hold too
+    cuda = ts.lower_model(model, x, b, tr, device="cuda")
+    assert not cuda.warnings and cuda.macs == prog.macs
+
+
+def test_recurrent_nodes_count_the_kernels_aten_runs() -> None:
+    torch.manual_seed(0)
+    # a GRU runs its cell ops step by step, an LSTM one oneDNN kernel per layer and direction
+    for rnn in (nn.GRU(8, 16, 2, bidirectional=True), nn.LSTM(8, 16, 2)):
+        model, x, b = rnn.eval(), torch.randn(5, 1, 8), 1
+        tr = ftmodel.trace(model, x, b)
+        ref = get_framework("eager").lower(tr)
+        prog = _build(model, x, b).program
+        # the node's kernels, as eager records them (the initial states' zeros aside: the
+        # frozen graph shares one between h0 and c0)
+        ours = [k for k in prog.kernels if k.members[-1] in ("aten::gru", "aten::lstm")]
+        theirs = [k for k in ref.kernels if k.members[0] != "aten.zeros.default"]
+        assert [(k.op_class, k.members[0], k.inner) for k in ours] == [
+            (k.op_class, k.members[0], k.inner) for k in theirs]
+        assert prog.macs == ref.macs and any(k.inner for k in ours)
+        rec = [k for k in prog.kernels if "steps=" in k.variant]
+        # the frozen weights are still weights: a step re-reads them (the step curves' premise)
+        assert all(k.bytes_weights > 0 for k in rec)
+        assert [k.bytes_weights for k in rec] == [k.bytes_weights for k in ref.kernels
+                                                  if "steps=" in k.variant]

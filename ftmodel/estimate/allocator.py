@@ -61,7 +61,7 @@ Counting semantics
   workspaces) that share the heap, the
   per-thread arenas of other threads, fastbins (consolidated like other free chunks here),
   transparent huge pages.
-* Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime, TorchScript,
+* Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime,
   inductor) allocate nothing here: their runtimes' allocations are not known per kernel.
 """
 

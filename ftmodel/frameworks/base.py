@@ -122,6 +122,9 @@ class Framework:
     # pause between timing two of its runners (ftmodel.measure.measure_interleaved's settle_s):
     # its worker threads spin after a run and would steal the next runner's cores
     settle_s: float = 0.0
+    # its CPU Programs' kernels carry operand identities (Kernel.reads/writes) from which
+    # ftmodel.estimate.allocator follows the storages glibc's malloc hands out (a plain process)
+    allocations_known: bool = False
 
     def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *, device: str,
                 dtype: str) -> Program:

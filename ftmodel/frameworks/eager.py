@@ -31,4 +31,5 @@ def lower(trace: Trace) -> Program:
     return Program("eager", kernels, dict(events), trace.batch, trace.warnings)
 
 
-FRAMEWORK = register(Framework("eager", lower, description="PyTorch eager mode"))
+FRAMEWORK = register(Framework("eager", lower, description="PyTorch eager mode",
+                               allocations_known=True))

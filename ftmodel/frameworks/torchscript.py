@@ -157,4 +157,4 @@ FRAMEWORK = register(Framework(
     NAME, lower, legacy=True,
     description="TorchScript (torch.jit.trace + freeze + optimize_for_inference; deprecated "
                 "since torch 2.11)",
-    lower_model=lower_model, runner=runner))
+    lower_model=lower_model, runner=runner, allocations_known=True))

@@ -68,12 +68,12 @@ from ftmodel.frameworks._common import (
 )
 from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.hardware.profile import DeviceProfile
-from ftmodel.tracing.dispatch import Recorder, _DispatchRecorder
 from ftmodel.tracing.inputs import InputSpec
+from ftmodel.tracing.recorder import DispatchRecorder, Recorder
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["CudaTsArtifact", "DEFAULT_FUSER", "FUSERS", "apply_fuser", "build_cuda",
-           "call_aten_node", "fuse_kernels", "fuser_for", "jit_trace", "lower_traced_graph"]
+           "aten_overload", "call_aten_node", "fuse_kernels", "fuser_for", "is_scalar_math", "jit_trace", "lower_traced_graph"]
 
 NAME = "torchscript"
 _NOT_INSTRUCTIONS = frozenset({"prim::Constant"})
@@ -81,20 +81,47 @@ _PASS_THROUGH = frozenset({"prim::NumToTensor", "aten::Int", "aten::Float", "ate
                            "aten::FloatImplicit", "aten::ScalarImplicit"})
 
 
-def call_aten_node(node: Any, args: list[Any]) -> tuple[Any, Any]:
-    """Call the aten overload a TorchScript ``aten::`` node's schema names with the node's
-    argument values (keyword-only ones by name); returns (overload, result). Shared by this
-    module's interpreter and :mod:`ftmodel.frameworks.torchscript`'s."""
+def aten_overload(node: Any) -> Any:
+    """The aten overload a TorchScript ``aten::`` node's schema names."""
     packet = getattr(torch.ops.aten, node.kind().partition("::")[2])
     tail = node.schema().split("(")[0].split("::")[-1]
-    op = getattr(packet, tail.split(".", 1)[1] if "(" in node.schema() and "." in tail
-                 else "default")
+    return getattr(packet, tail.split(".", 1)[1] if "(" in node.schema() and "." in tail
+                   else "default")
+
+
+def is_scalar_math(op: Any, args: list[Any]) -> bool:
+    """Whether a node calling ``op`` computes on numbers: a traced graph turns Python arithmetic
+    on sizes (Swin's ``(7 - W % 7) % 7``) into tensor ops on ``prim::NumToTensor`` values, which
+    the interpreters keep as Python numbers; such a node has no tensor argument but a number
+    where its schema wants a Tensor. TorchScript runs it as an op on a 0-d CPU tensor."""
+    if any(isinstance(a, torch.Tensor) for a in args):
+        return False
+    return any(isinstance(a, (int, float)) and str(s.type) == "Tensor"
+               for s, a in zip(op._schema.arguments, args))
+
+
+def call_aten_node(node: Any, args: list[Any]) -> tuple[Any, Any]:
+    """Call the aten overload a TorchScript ``aten::`` node's schema names with the node's
+    argument values (keyword-only ones by name); returns (overload, result). A number where the
+    schema wants a Tensor (a ``prim::NumToTensor`` value) is passed as a real 0-d tensor; scalar
+    math (:func:`is_scalar_math`) runs outside fake mode and returns a number. Shared by this
+    module's interpreter and :mod:`ftmodel.frameworks.torchscript`'s."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    op = aten_overload(node)
+    scalar = is_scalar_math(op, args)
     pos, kw = [], {}
-    for spec, val in zip(op._schema.arguments, args):
-        if spec.kwarg_only:
-            kw[spec.name] = val
-        else:
-            pos.append(val)
+    with unset_fake_temporarily():
+        for spec, val in zip(op._schema.arguments, args):
+            if isinstance(val, (int, float)) and str(spec.type) == "Tensor":
+                val = torch.tensor(val)
+            if spec.kwarg_only:
+                kw[spec.name] = val
+            else:
+                pos.append(val)
+        if scalar:
+            out = op(*pos, **kw)
+            return op, out.item() if isinstance(out, torch.Tensor) and out.dim() == 0 else out
     return op, op(*pos, **kw)
 
 
@@ -147,7 +174,7 @@ class _CudaInterp:
     def call_aten(self, node: Any, args: list[Any]) -> Any:
         before = len(self.rec.records)
         self.rec.module_stack[:] = [self.path(node)]
-        with _DispatchRecorder(self.rec):
+        with DispatchRecorder(self.rec):
             _, out = call_aten_node(node, args)
         for r in self.rec.records[before:]:
             if r.launches:

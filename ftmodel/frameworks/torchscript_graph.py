@@ -4,11 +4,12 @@ docstring; this module is its graph walk (:func:`lower_graph`)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -16,8 +17,10 @@ import torch
 from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.frameworks._common import PositionalModule, make_kernel, module_path_from_scope
 from ftmodel.frameworks.base import Kernel, Program, kernel_events
-from ftmodel.frameworks.torchscript_cuda import call_aten_node
+from ftmodel.frameworks.eager import kernel_of
+from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
+from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
 __all__ = ["FUSION_GROUPS", "MAC_KINDS", "NAME", "lower_graph"]
@@ -31,6 +34,10 @@ _ALWAYS_VIEW = frozenset({"dropout", "dropout_", "feature_dropout", "alpha_dropo
                           "select", "slice", "transpose", "permute", "t", "chunk", "split",
                           "unbind", "narrow", "as_strided", "alias", "numpy_T", "unflatten"})
 _MAYBE_COPY = frozenset({"reshape", "flatten", "contiguous", "reshape_as"})
+# composite recurrent ops: ATen runs them as the kernels eager launches (one oneDNN kernel per
+# LSTM layer and direction; a GRU's or plain RNN's cell ops step by step), so they are counted
+# as recorded under ftmodel's dispatch recorder, not as one node
+_RECORDED = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"})
 MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
@@ -106,6 +113,7 @@ class _Interp:
     paths: dict[int, str] = field(default_factory=dict)  # Value.unique() -> producer's path
     weights: set[int] = field(default_factory=set)  # ids of fake tensors from constants
     mac_paths: list[str] | None = None  # eager Trace's MAC-op module paths, consumed in order
+    storages: StorageIds = field(default_factory=StorageIds)  # operand identities
 
     # ---- evaluation --------------------------------------------------------------------
     def constant(self, node: Any) -> Any:
@@ -115,6 +123,11 @@ class _Interp:
         val = node.output().toIValue()
         if isinstance(val, torch.Tensor):
             val = self.fake_mode.from_tensor(val)
+        elif isinstance(val, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in val):
+            # a frozen list of weights (an LSTM's params): fake tensors, each a weight
+            val = type(val)(self.fake_mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                            for v in val)
+            self.weights.update(id(v) for v in val if isinstance(v, torch.Tensor))
         return val
 
     def evaluate(self, node: Any, args: list[Any]) -> tuple[Any, Any]:
@@ -195,12 +208,16 @@ class _Interp:
         if kind in FUSION_GROUPS:
             self._group(node, args, outputs, path)
             return
+        if kind in _RECORDED:
+            self._recorded(node, args, outputs, path)
+            return
         try:
             op, result = self.evaluate(node, args)
         except Exception:  # noqa: BLE001 - no fake kernel: take the first input's shape
             self.failed[kind] += 1
             op, first = None, next(iter(_tensors(args)), None)
-            result = torch.empty_like(first) if first is not None else None
+            # an in-place node (prim::MKLDNNHardSwish_) returns its input
+            result = first if first is None or kind.endswith("_") else torch.empty_like(first)
         if len(outputs) == 1:
             self.env[outputs[0].unique()] = result
         else:
@@ -220,6 +237,8 @@ class _Interp:
         if ns == "prim" and not name.startswith(("mkldnn", "MKLDNN")):
             return None
         if not _tensors([result]):
+            if op is not None and is_scalar_math(op, args):
+                return "elementwise"  # an op on 0-d tensors of sizes: a (tiny) kernel
             return None  # aten::size, aten::dim, ...: interpreter instructions
         base = name.rstrip("_")
         if base in _ALWAYS_VIEW:
@@ -268,11 +287,30 @@ class _Interp:
         dtype = str((outs or ins)[0].dtype).split(".")[-1] if (outs or ins) else "float32"
         self.kernels.append(make_kernel(
             cls, macs, _nbytes(ins), _nbytes(outs), path, members, dtype, variant,
-            _nbytes(t for t in ins if id(t) in self.weights)))
+            _nbytes(t for t in ins if id(t) in self.weights), self.storages.operands(ins),
+            self.storages.operands(outs)))
+
+    def _recorded(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
+        """A composite node counted as the kernels it dispatches (``Kernel.inner`` for those
+        C++ launches after the first, as in eager)."""
+        weights = [t for t in _tensors(args) if id(t) in self.weights]
+        rec = Recorder({}, set(self.weights), weights, storage_ids=self.storages)
+        rec.module_stack.append(path)
+        with DispatchRecorder(rec):
+            _, result = call_aten_node(node, args)
+        for o, r in zip(outputs, result if isinstance(result, (tuple, list)) else (result,)):
+            self.env[o.unique()] = r
+            self.paths[o.unique()] = path
+        for r in rec.records:
+            if r.launches:
+                self.kernels.append(replace(kernel_of(r), members=(r.op, node.kind())))
+            else:
+                self.events["view"] += 1
 
     def _group(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
         sub = node.g("Subgraph")
-        inner = _Interp(self.names, self.fake_mode, weights=self.weights)
+        inner = _Interp(self.names, self.fake_mode, weights=self.weights,
+                        storages=self.storages)
         for v, a in zip(sub.inputs(), args):
             inner.env[v.unique()] = a
         for n in sub.nodes():
@@ -314,25 +352,31 @@ def lower_graph(graph: Any, example: tuple[torch.Tensor, ...], names: frozenset[
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     interp = _Interp(names, fake_mode, mac_paths=_eager_mac_paths(graph, trace))
-    with fake_mode, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        graph_inputs = list(graph.inputs())
-        values = [None, *(fake_mode.from_tensor(t) for t in example)]
-        if len(graph_inputs) == len(example):  # a graph without the module input
-            values = values[1:]
-        for v, val in zip(graph_inputs, values):
-            interp.env[v.unique()] = val
-        for node in graph.nodes():
-            try:
-                interp.run_node(node)
-            except FtmodelError:
-                raise
-            except Exception as err:  # noqa: BLE001 - a node this walk cannot count: name it
-                raise TraceError(
-                    f"ftmodel could not count the TorchScript node {node.kind()!r} (in module "
-                    f"{interp._path(node, list(node.inputs())) or '<root>'!r}) of the frozen "
-                    f"graph: {type(err).__name__}: {err}. TorchScript itself runs this model; "
-                    "please report it with the model's definition") from err
+    log = logging.getLogger("torch._subclasses.fake_tensor")  # logs each failed meta kernel
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with fake_mode, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph_inputs = list(graph.inputs())
+            values = [None, *(fake_mode.from_tensor(t) for t in example)]
+            if len(graph_inputs) == len(example):  # a graph without the module input
+                values = values[1:]
+            for v, val in zip(graph_inputs, values):
+                interp.env[v.unique()] = val
+            for node in graph.nodes():
+                try:
+                    interp.run_node(node)
+                except FtmodelError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a node this walk cannot count: name it
+                    raise TraceError(
+                        f"ftmodel could not count the TorchScript node {node.kind()!r} (in module "
+                        f"{interp._path(node, list(node.inputs())) or '<root>'!r}) of the frozen "
+                        f"graph: {type(err).__name__}: {err}. TorchScript itself runs this model; "
+                        "please report it with the model's definition") from err
+    finally:
+        log.setLevel(level)
     kernels = tuple(interp.kernels)
     events = kernel_events(kernels)
     events.update(interp.events)

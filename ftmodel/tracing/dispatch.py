@@ -30,8 +30,7 @@ from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.tracing.inputs import (InputSpec, ModelInputs, _as_inputs, batch_of, check_batch,
                                     resolve_inputs)
 from ftmodel.tracing.records import Trace
-from ftmodel.tracing.recorder import Recorder
-from ftmodel.tracing.recorder import _DispatchRecorder as _DispatchRecorder  # torchscript_cuda
+from ftmodel.tracing.recorder import DispatchRecorder, Recorder
 
 __all__ = ["trace", "Recorder"]
 
@@ -100,7 +99,7 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
     directly. A ``forward`` entered through ``nn.Module.__call__`` (a torch frame) is a module
     call, not counted here; library code that torch's own internals run is not counted either.
     The recorder switches the counter off while an aten op runs on plain or fake tensors (see
-    ``recorder._DispatchRecorder``): nothing the model wrote runs in there, and counting every
+    ``recorder.DispatchRecorder``): nothing the model wrote runs in there, and counting every
     call of the fake-tensor machinery would double a segment's tracing time.
 
     The counter is a profile function (``sys.setprofile``), so it stands in for a profiler that
@@ -138,7 +137,7 @@ def _count_python_calls(rec: Recorder) -> Iterator[None]:
 
 def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
          state: dict[str, torch.Tensor] | None) -> None:
-    with rec.module_hooks(), _DispatchRecorder(rec), _count_python_calls(rec):
+    with rec.module_hooks(), DispatchRecorder(rec), _count_python_calls(rec):
         if state is None:
             model(*inputs.args, **inputs.kwargs)
         else:

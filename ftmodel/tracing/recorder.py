@@ -2,7 +2,7 @@
 
 :class:`Recorder` turns each aten call into an :class:`~ftmodel.tracing.records.OpRecord` (see
 ``records.py`` for the counting semantics) and keeps module paths and call counts;
-:class:`_DispatchRecorder` is the TorchDispatchMode that feeds it. What does not depend on an
+:class:`DispatchRecorder` is the TorchDispatchMode that feeds it. What does not depend on an
 op's arguments (its name, class and variant, except for convolutions) is computed once per op.
 """
 
@@ -25,7 +25,7 @@ from ftmodel.tracing.formulas import (MAC_CLASSES, classify, macs_of, static_tra
                                       variant_of)
 from ftmodel.tracing.records import OpRecord
 
-__all__ = ["Recorder"]
+__all__ = ["DispatchRecorder", "Recorder", "StorageIds", "storage_key"]
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -76,7 +76,7 @@ def _flat_tensors(tree: Any) -> list[torch.Tensor] | None:
     return out
 
 
-def _storage_key(t: torch.Tensor) -> int:
+def storage_key(t: torch.Tensor) -> int:
     """Address of the storage behind ``t`` (shared by views of one tensor), else ``id(t)``."""
     try:
         return int(t.untyped_storage()._cdata)
@@ -84,16 +84,42 @@ def _storage_key(t: torch.Tensor) -> int:
         return id(t)
 
 
+class StorageIds:
+    """Small ids for tensor storages, in order of first sight: the operand identities
+    (``Kernel.reads``/``writes``) the cache and allocator models follow. Tensors sharing a
+    storage (views) share an id; each storage seen is kept alive, so no address is reused."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[int, int] = {}  # storage address (cdata) -> small id
+        self._alive: list[torch.Tensor] = []
+
+    def operands(self, ts: list[torch.Tensor], keys: list[int] | None = None,
+                 sizes: list[int] | None = None) -> tuple[tuple[int, int], ...]:
+        """(storage id, bytes) of each tensor (``keys`` and ``sizes``: the tensors' storage
+        keys and bytes, if already known)."""
+        out = []
+        ids = self.by_key
+        for i, t in enumerate(ts):
+            key = storage_key(t) if keys is None else keys[i]
+            sid = ids.get(key)
+            if sid is None:
+                sid = ids[key] = len(ids)
+                self._alive.append(t)
+            out.append((sid, t.numel() * t.element_size() if sizes is None else sizes[i]))
+        return tuple(out)
+
+
 class Recorder:
     """Collects op records, module paths and call counts during one forward pass."""
 
     def __init__(self, module_names: dict[int, str], weight_ids: set[int] | None = None,
-                 weights: Iterable[torch.Tensor] = ()) -> None:
+                 weights: Iterable[torch.Tensor] = (),
+                 storage_ids: StorageIds | None = None) -> None:
         self.records: list[OpRecord] = []
         self.weight_ids = weight_ids or set()  # ids of the parameter/buffer tensors used
         # storages of the parameters/buffers: a weight read through a view (linear's w.t()) is
         # still a weight
-        self.weight_storages = {_storage_key(t) for t in weights}
+        self.weight_storages = {storage_key(t) for t in weights}
         self.module_stack: list[str] = []
         self.module_calls: Counter[str] = Counter()
         self.module_names = module_names
@@ -104,23 +130,7 @@ class Recorder:
         # the same as the next op's when C++ launched both (OpRecord.inner). Its frame is kept
         # alive, so no later frame can reuse its id.
         self._last_site: tuple[Any, int, int] | None = None
-        self._storage_ids: dict[int, int] = {}  # storage address (cdata) -> small id
-        self._storages: list[Any] = []  # keeps storages alive so no address is reused
-
-    def _operands(self, ts: list[torch.Tensor], keys: list[int] | None = None,
-                  sizes: list[int] | None = None) -> tuple[tuple[int, int], ...]:
-        """(storage id, bytes) of each tensor; tensors sharing a storage share an id (``keys``
-        and ``sizes``: the tensors' storage keys and bytes, if already known)."""
-        out = []
-        ids = self._storage_ids
-        for i, t in enumerate(ts):
-            key = _storage_key(t) if keys is None else keys[i]
-            sid = ids.get(key)
-            if sid is None:
-                sid = ids[key] = len(ids)
-                self._storages.append(t)  # keeps the storage (and its address) alive
-            out.append((sid, t.numel() * t.element_size() if sizes is None else sizes[i]))
-        return tuple(out)
+        self.storage_ids = storage_ids or StorageIds()  # shared with a caller's own kernels
 
     # -- module tracking (global hooks, removed on exit) ---------------------------------------
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
@@ -165,7 +175,7 @@ class Recorder:
         else:
             sizes_in = [t.numel() * t.element_size() for t in ins]
             sizes_out = [t.numel() * t.element_size() for t in outs]
-            keys_in = [_storage_key(t) for t in ins]
+            keys_in = [storage_key(t) for t in ins]
             bytes_read, bytes_written = sum(sizes_in), sum(sizes_out)
             wids, wsto = self.weight_ids, self.weight_storages
             bytes_weights = sum([n for t, k, n in zip(ins, keys_in, sizes_in)
@@ -173,8 +183,8 @@ class Recorder:
             macs = macs_of(func, args, out) if op_class in MAC_CLASSES else 0
             flops = 2 * macs if macs else sum(t.numel() for t in outs)
             variant = variant_of(func, args) if var is None else var
-            reads = self._operands(ins, keys_in, sizes_in)
-            writes = self._operands(outs, None, sizes_out)
+            reads = self.storage_ids.operands(ins, keys_in, sizes_in)
+            writes = self.storage_ids.operands(outs, None, sizes_out)
         last = self._last_site
         inner = (not is_view and site is not None and last is not None and site[0] is last[0]
                  and site[1:] == last[1:])
@@ -221,7 +231,9 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-class _DispatchRecorder(TorchDispatchMode):
+class DispatchRecorder(TorchDispatchMode):
+    """The dispatch mode that hands each aten call under it to a :class:`Recorder`."""
+
     def __init__(self, rec: Recorder) -> None:
         super().__init__()
         self.rec = rec
