@@ -21,9 +21,14 @@ ONNX Runtime times its own nodes: there the curve's time is the main node's medi
 ORT's profiler, less its floor node's. A single conv sample is NCHW in and out, so ORT wraps it in layout reorders that
 a model's chain of NCHWc convs does not pay, and those can cost as much as the conv itself.
 
-Not measured: GPU frameworks (CUDA graphs); TorchScript (aten kernels: the shared curves serve,
-see FRAMEWORK_SWEEPS); for inductor the classes it hands to extern aten kernels (GEMM,
-convolution, attention) — those run the eager curves.
+TorchScript runs aten kernels, which the shared curves price, except its prepacked oneDNN
+convolutions (``prim::mkldnn_convolution``): those get curves of their own, keyed by that op
+(``torchscript/conv@mkldnn_convolution``), so its other convolution nodes (``aten::conv1d``,
+which oneDNN's frozen-graph pass does not take) keep eager's.
+
+Not measured: GPU frameworks (CUDA graphs); TorchScript's other classes; for inductor the
+classes it hands to extern aten kernels (GEMM, convolution, attention) — those run the eager
+curves.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +45,19 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported
-from ftmodel.estimate.kernels import DeviceModel
+from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import Kernel, get_framework
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
-           "framework_curve_steps", "ort_node_time_s", "wanted"]
+           "framework_curve_steps", "ort_node_time_s", "ts_conv_time_s", "ts_node_time_s",
+           "wanted"]
 
 _EXTERN = ("gemm", "bmm", "attention", "conv", "conv_grouped")
 # the shared (eager) curves price a runtime's layout kernels only roughly: at most this share of
@@ -67,6 +75,10 @@ class FrameworkSweep:
     # fits host-side terms only (calibration.networks IN_MODEL_FORMS "n") and leaves device
     # time as the curves give it
     in_session_curves: bool = False
+    # its curves are keyed by the op of the samples' main kernel (``<framework>/<curve>@<op>``),
+    # so only that op's kernels use them and its other kernels of the class keep the shared
+    # curves (TorchScript: prepacked ``prim::mkldnn_convolution``, not 1-d ``aten::conv1d``)
+    by_op: bool = False
 
 
 FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
@@ -80,9 +92,14 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
     # each sample is a C++ build, hence the short grid
     "inductor": FrameworkSweep(None, quick_grid=True),
-    # torchscript runs aten kernels and keeps the shared (eager) curves: a single conv frozen
-    # alone takes the prim::mkldnn_convolution path with per-call layout conversions and runs up
-    # to 8x slower than the same conv inside a frozen model, so its own samples mislead
+    # torchscript runs aten kernels and keeps the shared (eager) curves, except for the
+    # convolutions optimize_for_inference hands to oneDNN with prepacked weights
+    # (prim::mkldnn_convolution): on the EPYC a chain of eight such convs runs each 1.2-2.3x
+    # faster than eager's (which reorders weights per call and takes a slow path on small maps:
+    # 128 channels on 12 px, 184 against 429 us), and a tiny one costs ~23 us, which its host
+    # programs price per kernel. A sample frozen alone adds to_mkldnn/to_dense conversions
+    # (8-17 us each, priced as copy kernels and taken off) to the chain's per-conv time
+    "torchscript": FrameworkSweep(("conv", "conv_grouped"), quick_grid=False, by_op=True),
 }
 
 
@@ -96,6 +113,56 @@ def wanted(framework: str, curve: str) -> bool:
     if framework in ("onnxruntime", "inductor") and curve == "elementwise:inplace":
         return False  # no in-place ops in an ONNX graph; inductor functionalises them
     return sweep.curves is None or curve in sweep.curves
+
+
+def ts_node_time_s(run: Callable[[], object], *, target_s: float = 0.04,
+                   max_reps: int = 40) -> float | None:
+    """Median time per call that torch.profiler gives a TorchScript graph's own instructions
+    (the ``forward`` event's self time): the ops the profiler records (``aten::to_mkldnn``,
+    ``aten::to_dense`` and other aten kernels) are excluded, ``prim::`` ops such as oneDNN's
+    prepacked ``prim::mkldnn_convolution`` (not recorded) and the interpreter's own work are
+    included. None when the profile has no such event."""
+    from ftmodel.frameworks._common import silenced_output
+
+    with torch.no_grad():
+        for _ in range(3):
+            run()
+        t0 = time.perf_counter()
+        run()
+        reps = int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+        with silenced_output():  # the profiler's backend logs its start and stop to stderr
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(reps):
+                    with torch.profiler.record_function("ftmodel_call"):
+                        run()
+    per_call: list[float] = []
+    calls = [e for e in prof.events() if e.name == "ftmodel_call"]
+    for call in calls:
+        fwd = [c for c in call.cpu_children if c.name == "forward"]
+        if fwd:
+            per_call.append(sum(f.self_cpu_time_total for f in fwd) * 1e-6)
+    return statistics.median(per_call) if per_call else None
+
+
+def ts_conv_time_s(sample: OpSample, batch: int) -> float | None:
+    """A convolution sample's time inside a frozen TorchScript graph, its input already in
+    oneDNN's blocked layout as a model's previous convolution leaves it: the graph's own
+    instruction time (:func:`ts_node_time_s`) of a 1x1 convolution followed by the sample,
+    less that of the 1x1 convolution alone. Run alone, the sample's convolution would also
+    reorder its plain input, which in a model only the first one does."""
+    from ftmodel.frameworks import torchscript as ts
+
+    x = sample.inputs[0]
+    if x.dim() != 4:
+        return None
+    torch.manual_seed(0)
+    pre = nn.Conv2d(int(x.shape[1]), int(x.shape[1]), 1, bias=False).eval().requires_grad_(False)
+    both = nn.Sequential(pre, sample.module).eval()
+    t_both = ts_node_time_s(ts.runner(both, sample.inputs, batch))
+    t_pre = ts_node_time_s(ts.runner(pre, sample.inputs, batch))
+    if t_both is None or t_pre is None:
+        return None
+    return max(t_both - t_pre, 1e-9)
 
 
 def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: float = 0.04,
@@ -139,13 +206,15 @@ def _main_kernel(kernels: Sequence[Kernel], op_class: str) -> Kernel | None:
 
 
 def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
-                    shared: DeviceProfile, *, rounds: int, round_s: float
-                    ) -> tuple[OpClassData | None, list[dict[str, Any]]]:
-    """One curve's samples through ``framework``'s runner; (curve data, raw rows).
+                    shared: DeviceProfile, *, rounds: int, round_s: float, by_op: bool = False
+                    ) -> tuple[OpClassData | None, list[dict[str, Any]], str]:
+    """One curve's samples through ``framework``'s runner; (curve data, raw rows, main op).
 
     ``shared`` is the device profile calibrated so far (eager curves), which prices the other
     kernels of each sample's lowering. Samples the framework cannot run are skipped (and listed
-    in the raw rows); the curve is None when no sample, or no floor, could run."""
+    in the raw rows); the curve is None when no sample, or no floor, could run. The main op is
+    the :func:`~ftmodel.estimate.kernels.op_name` most samples' main kernels share; with
+    ``by_op`` only those samples make the curve."""
     fw = get_framework(framework)
     assert fw.lower_model is not None and fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
@@ -170,9 +239,18 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         others = [k for k in prog.kernels if k is not main]
         other_s = float(pricer.kernel_times_s(others).sum()) if others and not s.is_floor else 0.0
         mains[s.label] = (main, other_s)
+    ops = Counter(op_name(m.members[0]) for m, _ in mains.values() if m.members)
+    main_op = ops.most_common(1)[0][0] if ops else ""
+    if by_op:  # samples whose main kernel is another op would mix two kernels in one curve
+        for label, (m, _) in list(mains.items()):
+            if not m.members or op_name(m.members[0]) != main_op:
+                fns.pop(label)
+                mains.pop(label)
+                raw.append({"label": label, "skipped": f"main kernel {m.members[:1]}, not "
+                                                       f"{main_op}"})
     floors = {s.family: s.label for s in samples if s.is_floor and s.label in fns}
     if not floors or len(fns) <= len(floors):
-        return None, raw
+        return None, raw, main_op
     with torch.no_grad():
         hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
                                   settle_s=fw.settle_s)
@@ -182,6 +260,10 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             if s.label in mains:
                 node_times[s.label] = ort_node_time_s(
                     s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
+    elif framework == "torchscript":  # its prim:: ops, timed without the layout conversions
+        for s in samples:
+            if s.label in mains:
+                node_times[s.label] = ts_conv_time_s(s, _batch_of(s))
     rows: list[tuple[float, float, float, float]] = []
     for s in samples:
         if s.is_floor or s.label not in fns or s.family not in floors:
@@ -199,14 +281,14 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                      device_s))
         row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
                                "floor_s": hot[floor].time_s, "others_s": other_s,
-                               "spread": hot[s.label].spread, "kernel": main.members[:3],
+                               "spread": hot[s.label].spread, "kernel": list(main.members[:3]),
                                "node_s": node_s}
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
-        return None, raw
+        return None, raw, main_op
     if not np.all(np.isfinite(np.asarray(rows))):
-        return None, raw
-    return OpClassData("samples", tuple(rows)), raw
+        return None, raw, main_op
+    return OpClassData("samples", tuple(rows)), raw, main_op
 
 
 def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: bool, *,
@@ -214,7 +296,7 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
                      step: Callable[[str], object] = lambda desc: None
                      ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
     """Every curve ``framework`` gets of its own (:data:`FRAMEWORK_SWEEPS`), keyed
-    ``<framework>/<curve>``, plus ``<framework>/elementwise:math`` (the union of its
+    ``<framework>/<curve>`` (``@<op>`` added for a sweep ``by_op``), plus ``<framework>/elementwise:math`` (the union of its
     transcendental curves, as for the shared ones); (curves, raw rows per curve). ``step`` is
     called once per curve measured (progress)."""
     spec = FRAMEWORK_SWEEPS[framework]
@@ -224,10 +306,12 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     for curve in OP_SWEEP_CLASSES:
         if not grid[curve] or not wanted(framework, curve):
             continue
-        data, raw[f"{framework}/{curve}"] = framework_curve(
-            framework, grid[curve], device, shared, rounds=rounds, round_s=round_s)
+        data, rows, op = framework_curve(framework, grid[curve], device, shared, rounds=rounds,
+                                         round_s=round_s, by_op=spec.by_op)
+        key = f"{framework}/{curve}" + (f"@{op}" if spec.by_op and op else "")
+        raw[key] = rows
         if data is not None:
-            curves[f"{framework}/{curve}"] = data
+            curves[key] = data
         step(f"{framework} {curve}")
     math = [d for c, d in curves.items() if "/elementwise@" in c]
     if math:

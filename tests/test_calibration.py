@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 import calibration.suite as suite
 from calibration.allocator import MAPPING, fresh_mapping
 from ftmodel.api import predict_latency
+from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.frameworks.base import Kernel
 from ftmodel.hardware.profile import read_profile
 from ftmodel.measure import heap_kept
@@ -141,7 +144,9 @@ def test_framework_sweeps_skip_what_a_framework_does_not_run_itself() -> None:
     assert wanted("inductor", "softmax") and wanted("inductor", "elementwise")
     for extern in ("gemm", "bmm", "attention", "conv", "conv_grouped"):  # aten calls in inductor
         assert not wanted("inductor", extern)
-    assert not wanted("torchscript", "conv")  # aten kernels: the shared curves serve
+    # aten kernels, the shared curves serve; its prepacked oneDNN convolutions excepted
+    assert wanted("torchscript", "conv") and wanted("torchscript", "conv_grouped")
+    assert not wanted("torchscript", "gemm") and not wanted("torchscript", "elementwise")
     assert not wanted("eager", "conv")  # the shared curves are eager's
 
 
@@ -174,6 +179,24 @@ def test_calibrate_rejects_bad_arguments(tmp_path: Path) -> None:
         suite.calibrate("tpu", ("eager",), tmp_path / "x.json", progress=False)
 
 
+def ts_program_kernels() -> tuple[Any, ...]:
+    """TorchScript's CPU kernels of a 2-d conv (prepacked by oneDNN) then a 1-d one."""
+    from ftmodel.frameworks import torchscript as ts
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c2 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c1 = nn.Conv1d(8, 8, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c1(self.c2(x).flatten(2))
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 8, 8)
+    return ts.lower_model(Net().eval(), x, 1).kernels
+
+
 def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_path: Path
                                                      ) -> None:
     path = tmp_path / "updated.json"
@@ -183,7 +206,18 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
                             threads=1, update=True)
     assert read_profile(path) == after
     assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
-    assert after.device.op_classes == before.device.op_classes  # torchscript has no own curves
+    # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
+    # that op so that its other conv nodes (aten::conv1d) keep the shared ones
+    new = set(after.device.op_classes) - set(before.device.op_classes)
+    assert new == {"torchscript/conv@mkldnn_convolution",
+                   "torchscript/conv_grouped@mkldnn_convolution"}
+    assert all(after.device.op_classes[k] == v for k, v in before.device.op_classes.items())
+    ts_conv = [k for k in ts_program_kernels() if k.op_class == "conv"]
+    model = DeviceModel(after.device, "fp32", "torchscript")
+    keys = [model._key(k.op_class, k.variant, k.members[0]) for k in ts_conv]
+    # the 2-d conv runs prepacked in oneDNN; the 1-d one as eager runs it, on eager's curves
+    assert keys[0] == "torchscript/conv@mkldnn_convolution"
+    assert keys[1] == DeviceModel(after.device)._key("conv", ts_conv[1].variant, "")
     assert after.device.cache == before.device.cache
     ts = after.host.frameworks["torchscript"]
     assert ts.per_event_s and ts.in_model

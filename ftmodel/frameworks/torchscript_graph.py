@@ -34,10 +34,15 @@ _ALWAYS_VIEW = frozenset({"dropout", "dropout_", "feature_dropout", "alpha_dropo
                           "select", "slice", "transpose", "permute", "t", "chunk", "split",
                           "unbind", "narrow", "as_strided", "alias", "numpy_T", "unflatten"})
 _MAYBE_COPY = frozenset({"reshape", "flatten", "contiguous", "reshape_as"})
-# composite recurrent ops: ATen runs them as the kernels eager launches (one oneDNN kernel per
-# LSTM layer and direction; a GRU's or plain RNN's cell ops step by step), so they are counted
-# as recorded under ftmodel's dispatch recorder, not as one node
-_RECORDED = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"})
+# composite ops that ATen runs as the kernels eager launches, so they are counted as recorded
+# under ftmodel's dispatch recorder, not as one node: recurrent layers (one oneDNN kernel per
+# LSTM layer and direction; a GRU's or plain RNN's cell ops step by step) and the convolutions
+# the frozen graph leaves to aten (1-d ones, which oneDNN's frozen-graph pass does not take):
+# their backend (oneDNN with per-call weight reorders, the slow path) is the one eager selects
+_RECORDED = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu",
+                       *(f"aten::{c}" for c in ("conv1d", "conv2d", "conv3d", "_convolution",
+                                                "convolution", "conv_transpose1d",
+                                                "conv_transpose2d", "conv_transpose3d"))})
 MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
