@@ -152,6 +152,25 @@ def test_operand_identities_follow_buffers_views_and_reuse() -> None:
     assert len({x, buf0, buf1, *ids_mm}) == 4
 
 
+def test_eagerly_run_kernels_have_storages_of_their_own() -> None:
+    """Kernels run eagerly between graphs (a recurrent layer) keep the eager trace's storage
+    ids, moved past the wrappers' buffers: the cache model must not take an LSTM's gate
+    buffer for a wrapper's buffer with the same small id."""
+    torch.manual_seed(0)
+    model, tokens = _Tagger().eval(), torch.randint(0, 50, (1, 12))
+    trace = ftmodel.trace(model, tokens, 4)
+    prog = ind.lower_code([WRAPPER], trace, batch=4, eager_paths=("lstm",))
+    wrapper, eager = prog.kernels[:3], prog.kernels[3:]
+    assert eager and all(k.module_path.startswith("lstm") for k in eager)
+    ids = lambda ks: {sid for k in ks for sid, _ in (*k.reads, *k.writes)}  # noqa: E731
+    assert ids(wrapper) and ids(eager) and not ids(wrapper) & ids(eager)
+    # the eager kernels' own sharing is kept: the LSTM's layers read what the previous wrote
+    ref = [k for k in ftmodel.frameworks.eager.lower(trace).kernels
+           if k.module_path.startswith("lstm")]
+    shift = min(ids(eager)) - min(ids(ref))
+    assert [[(s - shift, n) for s, n in k.reads] for k in eager] == [list(k.reads) for k in ref]
+
+
 def test_extern_convolution_takes_eagers_backend_variant() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),

@@ -61,8 +61,11 @@ Counting semantics
   workspaces) that share the heap, the
   per-thread arenas of other threads, fastbins (consolidated like other free chunks here),
   transparent huge pages.
-* Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime,
-  inductor) allocate nothing here: their runtimes' allocations are not known per kernel.
+* Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime) allocate
+  nothing here. TorchScript's come from its graph walk (each node's output storage). Inductor's
+  kernels carry their wrapper's buffers, but predictions do not simulate them
+  (``Framework.allocations_known`` is false): on the corpus's tuning half that gave thousands
+  of faults per call where inductor's plain processes measured none.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Counting semantics
 * **Operands**: each kernel's reads and writes as (storage id, bytes), one id per buffer of the
   wrapper (``reinterpret_tensor`` views and ``# reuse`` aliases share their buffer's), so the
   cache model (:mod:`ftmodel.estimate.cache`) sees which operands were just written and which
-  (parameters, the graph's inputs) come round once a pass.
+  (parameters, the graph's inputs) come round once a pass. Kernels run eagerly between graphs
+  keep the eager trace's ids, moved past the wrappers' so the two never collide.
 * **Variant** of an extern convolution: the backend eager selects for the same shapes
   (``mkldnn``, ``slow2d``, ...; :func:`ftmodel.tracing.formulas.variant_of`), so it is priced on
   the same curve as eager's call.
@@ -46,6 +47,7 @@ Counting semantics
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -220,14 +222,17 @@ def recurrent_paths(model: nn.Module) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def _eager_kernels(trace: Trace | None, paths: tuple[str, ...]) -> list[Kernel]:
+def _eager_kernels(trace: Trace | None, paths: tuple[str, ...], first_id: int) -> list[Kernel]:
     """The eager Trace's kernels under ``paths`` (modules that run eagerly between graphs), as
-    eager lowers them."""
+    eager lowers them, their storage ids moved past the wrappers' (from ``first_id`` on)."""
     if trace is None or not paths:
         return []
     def under(path: str) -> bool:  # "" is the root: every op
         return any(not p or path == p or path.startswith(p + ".") for p in paths)
-    return [kernel_of(r) for r in trace.records if r.launches and under(r.module_path)]
+    def moved(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        return tuple((first_id + sid, n) for sid, n in ops)
+    return [replace(k, reads=moved(k.reads), writes=moved(k.writes))
+            for k in (kernel_of(r) for r in trace.records if r.launches and under(r.module_path))]
 
 
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
@@ -286,7 +291,7 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
                                    (call.name, *members) if tokens else members, dtype,
                                    variant, weights, *_operands(call, storage_ids)))
         prev_path = path
-    kernels += _eager_kernels(trace, eager_paths)
+    kernels += _eager_kernels(trace, eager_paths, len(storage_ids))
     kt = tuple(kernels)
     events = kernel_events(kt)
     warns: list[str] = []
