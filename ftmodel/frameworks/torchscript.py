@@ -22,6 +22,14 @@ Counting semantics
   kernel carrying their members' MACs, with bytes at the group boundary. (The NNC fuser is off
   on the CPU by default; ftmodel leaves that setting alone.) ``prim::If`` runs the branch its
   (guard) condition selects.
+* **Composite nodes that ATen runs as eager does** — recurrent layers (``aten::lstm``,
+  ``aten::gru``, ``aten::rnn_*``) and the convolutions the frozen graph leaves to aten (1-d
+  ones; 2-d ones go to ``prim::mkldnn_convolution``) — are counted as the kernels they dispatch
+  under ftmodel's recorder, as eager counts them (a GRU's cell ops step by step with
+  ``Kernel.inner``, eager's convolution backend as the variant).
+* **Size arithmetic**: a trace records Python arithmetic on sizes as tensor ops on
+  ``prim::NumToTensor`` values (Swin's ``(7 - W % 7) % 7``); these run on real 0-d tensors and
+  each is a (tiny) ``elementwise`` kernel, as TorchScript runs it.
 * **No kernel**: ``prim::Constant`` / ``prim::ConstantMKLDNNTensor`` (not instructions);
   views and reshapes of contiguous tensors (``view``, ``flatten``, ``reshape``, ``dropout`` in
   eval, ``prim::BroadcastMKLDNNTensors`` of equal shapes) are ``view`` host events; other
@@ -35,6 +43,13 @@ Counting semantics
 * **Module paths** from node scopes ("__module.model/__module.model.layer1/...") or, for nodes
   the passes created without scope, from a parameter constant's name
   ("self.model.layer1.0.conv1.weight_fused_bn_mkldnn") or the producer of the first input.
+* **Operands**: each kernel's reads and writes as (storage id, bytes) of its fake tensors
+  (views share their base's), so the cache model and, in a plain process, the glibc simulation
+  (:mod:`ftmodel.estimate.allocator`) follow the frozen graph's storages; constants (weights)
+  are read before any write, so they are never allocated.
+* **Device time**: prepacked ``prim::mkldnn_convolution`` kernels on TorchScript's own curves
+  (``torchscript/conv@mkldnn_convolution``, calibrated through TorchScript), other kernels on the
+  shared (eager) curves.
 * Host events: ``kernel:<class>`` per kernel (the interpreter's per-node cost), ``view``,
   ``jit_node``; the per-call cost is the profile's ``per_call_s``. No module calls: the frozen
   graph has none.
