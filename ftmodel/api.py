@@ -39,7 +39,7 @@ from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
 __all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
-           "trace", "load_profile", "DTYPES", "Predictor"]
+           "trace", "load_profile", "resolve_profile", "DTYPES", "Predictor"]
 
 HEAPS = ("plain", "kept")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -55,7 +55,9 @@ def _canonical_dtype(dtype: str) -> str:
     return key
 
 
-def _resolve_profile(gpu: Any) -> HardwareProfile:
+def resolve_profile(gpu: Any) -> HardwareProfile:
+    """The profile ``gpu`` names: "auto" (the local GPU via NVML, else this machine's
+    calibrated CPU profile), a built-in name, a profile path, or a HardwareProfile itself."""
     if isinstance(gpu, str) and gpu.strip().lower() == "auto":
         from ftmodel.hardware.nvml import local_gpu_profile_name
         name = local_gpu_profile_name()
@@ -163,7 +165,7 @@ class Predictor:
                 "predicts a process with glibc's default malloc, 'kept' one whose freed memory "
                 "stays mapped (jemalloc, tcmalloc, ftmodel.measure.keep_heap)")
         self.framework = get_framework(framework)
-        self.profile = _resolve_profile(gpu)
+        self.profile = resolve_profile(gpu)
         self.dtype = _canonical_dtype(dtype)
         self.warnings: list[str] = []
         if self.framework.needs_gpu and self.profile.device.type == "cpu":

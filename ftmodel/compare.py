@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import nn
 
-from ftmodel.api import Prediction, Predictor, _resolve_profile
+from ftmodel.api import Prediction, Predictor, resolve_profile
 from ftmodel.errors import (BackendUnavailable, FrameworkUnsupported, InvalidArgumentError,
                             ProfileError)
 from ftmodel.frameworks.base import canonical_framework
@@ -78,7 +78,7 @@ def compare_frameworks(model: nn.Module, gpu: Any = "auto",
     """Predict ``model`` under each framework (default: all that fit the device type) on
     ``gpu`` for every batch in ``batch``; see the module docstring. Raises the first
     framework's error when no framework can predict the model at all."""
-    profile = _resolve_profile(gpu)
+    profile = resolve_profile(gpu)
     batches = (batch,) if isinstance(batch, int) else tuple(batch)
     if not batches:
         raise InvalidArgumentError("batch is empty; give at least one batch size, e.g. [1, 8]")

@@ -69,8 +69,8 @@ def framework_curves(model: Any, frameworks: Sequence[str], gpu: Any, batches: S
     if not batches:
         raise InvalidArgumentError("batches is empty; pass batch sizes such as 1,2,4,8")
     names = [get_framework(f).name for f in frameworks]  # unknown names fail here, first
-    from ftmodel.api import _resolve_profile
-    _resolve_profile(gpu)  # an unknown profile fails before any framework is tried
+    from ftmodel.api import resolve_profile
+    resolve_profile(gpu)  # an unknown profile fails before any framework is tried
     out = []
     for fw in dict.fromkeys(names):
         try:
