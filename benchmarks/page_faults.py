@@ -49,7 +49,7 @@ from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: 
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
-from ftmodel.tracing.inputs import _as_inputs  # noqa: E402
+from ftmodel.tracing.inputs import as_inputs  # noqa: E402
 from ftmodel.validation import _call  # noqa: E402
 from ftmodel.zoo import ZOO  # noqa: E402
 
@@ -84,11 +84,11 @@ def _child(args: argparse.Namespace) -> None:
     if args.zoo:
         for name, b in _zoo_points(args.zoo):
             fns[f"{name}:{b}"] = _call(ZOO[name].build().eval(),
-                                       _as_inputs(ZOO[name].make_inputs(b)))
+                                       as_inputs(ZOO[name].make_inputs(b)))
     else:
         space, cfgs = _configs(args)
         for i in args.indices:
-            fns[str(i)] = _call(space.build(cfgs[i]).eval(), _as_inputs(space.inputs(args.batch)))
+            fns[str(i)] = _call(space.build(cfgs[i]).eval(), as_inputs(space.inputs(args.batch)))
     with torch.no_grad():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         res = measure_interleaved(fns, rounds=args.rounds, round_s=args.round_s, max_reps=20)

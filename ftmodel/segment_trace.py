@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ftmodel.errors import FtmodelError
 from ftmodel.tracing.dispatch import trace
-from ftmodel.tracing.recorder import StorageIds, _tensors, storage_key
+from ftmodel.tracing.recorder import StorageIds, tensors_of, storage_key
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["SegmentTrace", "TensorMeta", "trace_segment"]
@@ -94,7 +94,7 @@ class _StorageObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]
 def _storage_keys(tree: Any) -> list[int]:
     """The recorder's storage identity (the storage's address) of each tensor in ``tree``, in
     ``tree_flatten`` order (the recorder's operand order)."""
-    return [storage_key(t) for t in _tensors(tree)]
+    return [storage_key(t) for t in tensors_of(tree)]
 
 
 def _recorder_storage_ids() -> dict[int, int] | None:

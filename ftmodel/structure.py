@@ -32,8 +32,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ftmodel.errors import FtmodelError
-from ftmodel.tracing.dispatch import _to_meta
-from ftmodel.tracing.inputs import InputSpec, ModelInputs, _as_inputs, resolve_inputs
+from ftmodel.tracing.dispatch import to_meta
+from ftmodel.tracing.inputs import InputSpec, ModelInputs, as_inputs, resolve_inputs
 from ftmodel.segment_trace import TensorMeta
 
 __all__ = [
@@ -202,8 +202,8 @@ def input_meta(model: nn.Module, inputs: InputSpec, batch: int, dtype: torch.dty
             resolved = resolve_inputs(model, inputs, batch)
             given = resolved.tensors()
     else:
-        resolved = resolve_inputs(model, _to_meta(inputs, {}), batch)
-        given = _as_inputs(inputs).tensors()
+        resolved = resolve_inputs(model, to_meta(inputs, {}), batch)
+        given = as_inputs(inputs).tensors()
     device = next((t.device for t in given if t.device.type != "meta"),
                   param_device or torch.device("cpu"))
     return resolved, tuple(TensorMeta(tuple(t.shape), tuple(t.stride()),

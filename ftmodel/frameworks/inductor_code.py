@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelCall", "count_kernel_calls", "name_tokens", "parse_wrapper"]
+__all__ = ["KernelCall", "count_kernel_calls", "distinct_tensors", "name_tokens",
+           "parse_wrapper"]
 
 Shape = tuple[int, ...]
 
@@ -69,14 +70,14 @@ class KernelCall:
 
     @property
     def bytes_read(self) -> int:
-        return sum(t.nbytes for _, t in _distinct(self.reads))
+        return sum(t.nbytes for _, t in distinct_tensors(self.reads))
 
     @property
     def bytes_written(self) -> int:
-        return sum(t.nbytes for _, t in _distinct(self.writes))
+        return sum(t.nbytes for _, t in distinct_tensors(self.writes))
 
 
-def _distinct(items: list[tuple[str, _TensorInfo]]) -> list[tuple[str, _TensorInfo]]:
+def distinct_tensors(items: list[tuple[str, _TensorInfo]]) -> list[tuple[str, _TensorInfo]]:
     seen: dict[str, _TensorInfo] = {}
     for name, t in items:
         seen.setdefault(name, t)

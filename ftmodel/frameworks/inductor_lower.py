@@ -56,7 +56,8 @@ from torch import nn
 from ftmodel.frameworks._common import make_kernel
 from ftmodel.frameworks.base import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
-from ftmodel.frameworks.inductor_code import KernelCall, _distinct, name_tokens, parse_wrapper
+from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name_tokens,
+                                              parse_wrapper)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.records import OpRecord, Trace
 
@@ -205,7 +206,7 @@ def _operands(call: KernelCall, ids: dict[tuple[int, str], int]
     by the next counts as a different storage (a cold-side approximation at graph breaks)."""
     def pairs(items: list[tuple[str, Any]]) -> tuple[tuple[int, int], ...]:
         return tuple((ids.setdefault((call.graph_index, call.storage(name)), len(ids)),
-                      int(t.nbytes)) for name, t in _distinct(items))
+                      int(t.nbytes)) for name, t in distinct_tensors(items))
     return pairs(call.reads), pairs(call.writes)
 
 

@@ -45,7 +45,7 @@ from ftmodel.frameworks.onnx_ops import (_DTYPE_NAME, _ELEM_SIZE, _MATMUL_OPS, M
 from ftmodel.frameworks.onnx_shapes import _attrs, _ShapePass
 from ftmodel.tracing.formulas import rnn_variant
 
-__all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
+__all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "einsum_macs", "lower_onnx", "op_class_of"]
 
 
 # ---- MACs -----------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ def _numel(shape: Shape | None) -> int:
     return math.prod(shape) if shape is not None else 0
 
 
-def _einsum_macs(eq: str, shapes: list[Shape | None]) -> int:
+def einsum_macs(eq: str, shapes: list[Shape | None]) -> int:
     lhs = eq.replace(" ", "").split("->")[0].split(",")
     if len(lhs) < 2 or any(s is None for s in shapes[:len(lhs)]):
         return 0
@@ -103,7 +103,7 @@ def _macs(op: str, attrs: dict[str, Any], ins: list[Shape | None],
     if op == "MatMulNBits":
         return _numel(y) * int(attrs.get("K", 0))
     if op == "Einsum":
-        return _einsum_macs(str(attrs.get("equation", b"").decode()
+        return einsum_macs(str(attrs.get("equation", b"").decode()
                                 if isinstance(attrs.get("equation"), bytes)
                                 else attrs.get("equation", "")), ins)
     if op in ("Attention", "QAttention"):

@@ -97,8 +97,8 @@ def _special_macs(name: str, args: list[Any], out: Any) -> int | None:
     if name.startswith("conv_transpose"):
         return _conv_macs(args[0], args[1], o, True)
     if name == "einsum":
-        from ftmodel.frameworks.onnx_graph import _einsum_macs
-        return _einsum_macs(str(args[0]), [tuple(t.shape) for t in args[1]])
+        from ftmodel.frameworks.onnx_graph import einsum_macs
+        return einsum_macs(str(args[0]), [tuple(t.shape) for t in args[1]])
     if name == "scaled_dot_product_attention":
         q, k, v = args[0], args[1], args[2]
         return int(_numel(q.shape[:-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1]))

@@ -27,12 +27,12 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 
 from ftmodel.errors import FtmodelError, TraceError
-from ftmodel.tracing.inputs import (InputSpec, ModelInputs, _as_inputs, batch_of, check_batch,
+from ftmodel.tracing.inputs import (InputSpec, ModelInputs, as_inputs, batch_of, check_batch,
                                     resolve_inputs)
 from ftmodel.tracing.records import Trace
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder
 
-__all__ = ["trace", "Recorder"]
+__all__ = ["trace", "Recorder", "to_meta"]
 
 
 def _module_names(model: nn.Module) -> dict[int, str]:
@@ -158,7 +158,7 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
                 t.requires_grad and t.is_floating_point())
         return memo[key]
 
-    meta_like = _to_meta(real_like, {}) if real_like is not None else None
+    meta_like = to_meta(real_like, {}) if real_like is not None else None
     with fake_mode:
         if real_like is None:  # defaults and callables: factories make fakes directly
             resolved = resolve_inputs(model, inputs, batch)
@@ -166,7 +166,7 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
             resolved = resolved.map(lambda t: fake_of(t, device))
         else:
             meta_view = resolve_inputs(model, meta_like, batch)
-            device = _target_device(_as_inputs(real_like), model)
+            device = _target_device(as_inputs(real_like), model)
             resolved = meta_view.map(lambda t: fake_of(t, device))
         named = _named_state(model)
         _fake_state(fake_mode, [t for _, t in named], device, dtype, memo)
@@ -201,7 +201,7 @@ def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     return items
 
 
-def _to_meta(inputs: Any, memo: dict[int, torch.Tensor]) -> Any:
+def to_meta(inputs: Any, memo: dict[int, torch.Tensor]) -> Any:
     """The same structure with every tensor on the meta device (no data copied); a tensor
     passed twice stays one tensor, so identity checks such as ``query is key`` still hold."""
     if isinstance(inputs, torch.Tensor):
@@ -209,9 +209,9 @@ def _to_meta(inputs: Any, memo: dict[int, torch.Tensor]) -> Any:
             memo[id(inputs)] = inputs.to("meta")
         return memo[id(inputs)]
     if isinstance(inputs, (tuple, list)):
-        return type(inputs)(_to_meta(v, memo) for v in inputs)
+        return type(inputs)(to_meta(v, memo) for v in inputs)
     if isinstance(inputs, dict):
-        return {k: _to_meta(v, memo) for k, v in inputs.items()}
+        return {k: to_meta(v, memo) for k, v in inputs.items()}
     return inputs
 
 

@@ -19,7 +19,8 @@ from torch import nn
 
 from ftmodel.errors import InvalidArgumentError
 
-__all__ = ["ModelInputs", "InputSpec", "resolve_inputs", "check_batch", "default_inputs"]
+__all__ = ["ModelInputs", "InputSpec", "as_inputs", "resolve_inputs", "check_batch",
+           "default_inputs"]
 
 InputSpec = Union[torch.Tensor, tuple[Any, ...], list[Any], Mapping[str, Any],
                   Callable[[int], Any], None]
@@ -100,7 +101,7 @@ def resize_batch(t: torch.Tensor, batch: int) -> torch.Tensor:
     return t.index_select(0, idx).contiguous()
 
 
-def _as_inputs(value: Any) -> ModelInputs:
+def as_inputs(value: Any) -> ModelInputs:
     if isinstance(value, ModelInputs):
         return value
     if isinstance(value, torch.Tensor):
@@ -122,8 +123,8 @@ def resolve_inputs(model: nn.Module, inputs: InputSpec, batch: int | None) -> Mo
     if inputs is None:
         return default_inputs(model, batch or 1)
     if callable(inputs) and not isinstance(inputs, (torch.Tensor, nn.Module)):
-        return _as_inputs(inputs(batch or 1))
-    resolved = _as_inputs(inputs)
+        return as_inputs(inputs(batch or 1))
+    resolved = as_inputs(inputs)
     if not resolved.tensors():
         raise InvalidArgumentError("inputs contain no tensor; dim 0 of a tensor must be the batch.")
     if batch is None:

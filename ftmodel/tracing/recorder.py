@@ -25,10 +25,10 @@ from ftmodel.tracing.formulas import (MAC_CLASSES, classify, macs_of, static_tra
                                       variant_of)
 from ftmodel.tracing.records import OpRecord
 
-__all__ = ["DispatchRecorder", "Recorder", "StorageIds", "storage_key"]
+__all__ = ["DispatchRecorder", "Recorder", "StorageIds", "storage_key", "tensors_of"]
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
+def tensors_of(tree: Any) -> list[torch.Tensor]:
     """The tensors of ``tree`` in ``tree_flatten`` order."""
     flat = _flat_tensors(tree)
     if flat is not None:
@@ -45,7 +45,7 @@ _LEAVES = frozenset({type(None), bool, int, float, complex, str, torch.device, t
 
 
 def _flat_tensors(tree: Any) -> list[torch.Tensor] | None:
-    """:func:`_tensors` without pytree for what aten ops take and return: a tensor, a leaf
+    """:func:`tensors_of` without pytree for what aten ops take and return: a tensor, a leaf
     (``_LEAVES``), a tuple/list of tensors, leaves and tuples/lists of those, or an ``(args,
     kwargs)`` pair of such a tuple and a dict of such values; None for anything else (the
     caller then uses pytree, whose order this follows)."""
@@ -163,8 +163,8 @@ class Recorder:
         op, cls, var = _traits(func)
         op_class = classify(func, args) if cls is None else cls
         if ins is None:
-            ins = _tensors((args, kwargs))
-        outs = _tensors(out)
+            ins = tensors_of((args, kwargs))
+        outs = tensors_of(out)
         is_view = op_class in ("view", "alloc")
         first = outs[0] if outs else (ins[0] if ins else None)
         reads: tuple[tuple[int, int], ...]
@@ -245,7 +245,7 @@ class DispatchRecorder(TorchDispatchMode):
         while caller.f_code.co_filename in _WRAPPER_FILES and caller.f_back is not None:
             caller = caller.f_back  # past torch's wrappers of this method
         site = (caller, caller.f_lasti, rec.py_events)
-        ins = _tensors((args, kwargs))
+        ins = tensors_of((args, kwargs))
         counter = rec.py_counter
         # an aten op on plain or fake tensors runs torch's code only (meta kernels,
         # decompositions) and the recorder ftmodel's: no Python call in there is one of the
