@@ -94,11 +94,10 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     "inductor": FrameworkSweep(None, quick_grid=True),
     # torchscript runs aten kernels and keeps the shared (eager) curves, except for the
     # convolutions optimize_for_inference hands to oneDNN with prepacked weights
-    # (prim::mkldnn_convolution): on the EPYC a chain of eight such convs runs each 1.2-2.3x
-    # faster than eager's (which reorders weights per call and takes a slow path on small maps:
-    # 128 channels on 12 px, 184 against 429 us), and a tiny one costs ~23 us, which its host
-    # programs price per kernel. A sample frozen alone adds to_mkldnn/to_dense conversions
-    # (8-17 us each, priced as copy kernels and taken off) to the chain's per-conv time
+    # (prim::mkldnn_convolution), which eager's curves over-price (eager reorders weights on
+    # every call); a tiny one costs ~23 us, which its host programs price per kernel. Each sample
+    # is timed with torch.profiler inside a frozen graph, its input already blocked
+    # (ts_conv_time_s): timed alone, its to_mkldnn/to_dense and input reorder dominate
     "torchscript": FrameworkSweep(("conv", "conv_grouped"), quick_grid=False, by_op=True),
 }
 
@@ -296,8 +295,9 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
                      step: Callable[[str], object] = lambda desc: None
                      ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
     """Every curve ``framework`` gets of its own (:data:`FRAMEWORK_SWEEPS`), keyed
-    ``<framework>/<curve>`` (``@<op>`` added for a sweep ``by_op``), plus ``<framework>/elementwise:math`` (the union of its
-    transcendental curves, as for the shared ones); (curves, raw rows per curve). ``step`` is
+    ``<framework>/<curve>`` (``@<op>`` added for a sweep ``by_op``), plus
+    ``<framework>/elementwise:math`` (the union of its transcendental curves, as for the shared
+    ones); (curves, raw rows per curve). ``step`` is
     called once per curve measured (progress)."""
     spec = FRAMEWORK_SWEEPS[framework]
     grid = op_samples(quick or spec.quick_grid)
