@@ -17,9 +17,11 @@ lowering) and whose time is ``total − floor − (the other kernels of that low
 the shared curves)``: layout reorders and casts the runtime wraps around one op are separate
 kernels in its lowering, priced on their own, so they are not folded into the op's curve (at
 most half the sample's time is taken off for them: the shared curves price them only roughly).
-ONNX Runtime times its own nodes: there the curve's time is the main node's median duration in
-ORT's profiler, less its floor node's. A single conv sample is NCHW in and out, so ORT wraps it in layout reorders that
-a model's chain of NCHWc convs does not pay, and those can cost as much as the conv itself.
+ONNX Runtime: a single conv sample is NCHW in and out, so ORT wraps it in layout reorders that a
+model's chain of NCHWc convs does not pay, and those can cost as much as the conv itself. Its
+curve's time is ``total − floor`` split by the main node's share of the node time ORT's
+profiler records (:func:`ort_node_share`). The profiler gives the share only, not the time: it
+slows the nodes it times, by several microseconds each and unevenly.
 
 TorchScript runs aten kernels, which the shared curves price, except its prepacked oneDNN
 convolutions (``prim::mkldnn_convolution``): those get curves of their own, keyed by that op
@@ -56,7 +58,7 @@ from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
-           "framework_curve_steps", "ort_node_time_s", "ts_conv_time_s", "ts_node_time_s",
+           "framework_curve_steps", "ort_node_share", "ts_conv_time_s", "ts_node_time_s",
            "wanted"]
 
 _EXTERN = ("gemm", "bmm", "attention", "conv", "conv_grouped")
@@ -71,7 +73,7 @@ class FrameworkSweep:
 
     curves: tuple[str, ...] | None  # None: every swept curve
     quick_grid: bool  # the short grid (a few sizes per family) even in a full calibration
-    # its curves are node times its own profiler measured inside a session: the in-model stage
+    # its curves are split among a session's nodes by its own profiler: the in-model stage
     # fits host-side terms only (calibration.networks IN_MODEL_FORMS "n") and leaves device
     # time as the curves give it
     in_session_curves: bool = False
@@ -85,9 +87,12 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # its own kernel library (MLAS, NCHWc convolutions) and allocator for everything. Hot only:
     # its worker threads fall asleep during a cache flush, so a flushed ORT sample times thread
     # wake-ups, not cold operands (its floor rises from ~5 to ~80 µs after a flush, against
-    # ~10 µs for eager); back to back inside a model they keep spinning
-    # The synthetic networks' device scale (0.78 on the EPYC) did not transfer to real models:
-    # on the corpus's tuning half it took the median APE from 12.0% (scale 1) to 29.1%
+    # ~10 µs for eager); back to back inside a model they keep spinning. Each sample is its
+    # session's wall-clock time less the floor's, times the main node's share of the node time
+    # ORT's profiler records (ort_node_share): a lone conv's session also runs the layout
+    # reorders around it. The in-model stage fits host-side terms only: a device scale fitted
+    # on the synthetic networks (0.78 on the EPYC, when the curves were the profiler's node
+    # times) did not transfer to real models
     "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True),
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
     # each sample is a C++ build, hence the short grid
@@ -164,12 +169,17 @@ def ts_conv_time_s(sample: OpSample, batch: int) -> float | None:
     return max(t_both - t_pre, 1e-9)
 
 
-def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: float = 0.04,
-                    max_reps: int = 40) -> float | None:
-    """The median time ONNX Runtime's own profiler gives the sample's main node (``op_type``,
-    e.g. ``Conv``; the slowest node of that type if there are several), over repeated runs of a
-    profiling session built for it; None when the profile has no such node. Layout reorders
-    and casts around the op are separate nodes and are not included."""
+def ort_node_share(sample: OpSample, batch: int, op_type: str, *, target_s: float = 0.04,
+                   max_reps: int = 40) -> float | None:
+    """The share of a session's node time that ONNX Runtime's own profiler gives the sample's
+    main node (``op_type``, e.g. ``Conv``; the slowest node of that type if there are several),
+    medians over repeated runs of a profiling session built for it; None when the profile has
+    no such node. Layout reorders and casts around the op are other nodes, outside the share.
+
+    Only the share is used, not the node's time: profiling slows the nodes it times by
+    several microseconds each and unevenly (on the EPYC a 4096x4096 GEMV's node took 1.8x its
+    unprofiled session, a batch-16 one 0.7x), so the share divides the wall-clock time of the
+    unprofiled session."""
     from ftmodel.frameworks import onnxruntime as ort_fw
 
     with tempfile.TemporaryDirectory(prefix="ftmodel-ortprof-") as tmp:
@@ -184,13 +194,19 @@ def ort_node_time_s(sample: OpSample, batch: int, op_type: str, *, target_s: flo
             art.run()
         events = json.loads(Path(art.session.end_profiling()).read_text())
     durs: dict[str, list[float]] = {}
+    main: set[str] = set()
     for e in events:
-        if (e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
-                and e.get("args", {}).get("op_name") == op_type):
+        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
             durs.setdefault(e["name"], []).append(float(e["dur"]) * 1e-6)
-    if not durs:
+            if e.get("args", {}).get("op_name") == op_type:
+                main.add(e["name"])
+    if not main:
         return None
-    return max(statistics.median(v) for v in durs.values())
+    medians = {name: statistics.median(v) for name, v in durs.items()}
+    total_s = sum(medians.values())
+    if total_s <= 0.0:
+        return None
+    return max(medians[name] for name in main) / total_s
 
 
 def _batch_of(sample: OpSample) -> int:
@@ -254,10 +270,11 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
                                   settle_s=fw.settle_s)
     node_times: dict[str, float | None] = {}
+    shares: dict[str, float | None] = {}
     if framework == "onnxruntime":
         for s in samples:
-            if s.label in mains:
-                node_times[s.label] = ort_node_time_s(
+            if s.label in mains and not s.is_floor:
+                shares[s.label] = ort_node_share(
                     s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
     elif framework == "torchscript":  # its prim:: ops, timed without the layout conversions
         for s in samples:
@@ -271,6 +288,9 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         floor = floors[s.family]
         sample_s = hot[s.label].time_s - hot[floor].time_s
         device_s = max(sample_s - min(other_s, _MAX_OTHERS_SHARE * sample_s), 1e-9)
+        share = shares.get(s.label)
+        if share is not None:  # the runtime's profiler splits the session's time among its nodes
+            device_s = max(sample_s * share, 1e-9)
         node_s = node_times.get(s.label)
         if node_s is not None and node_times.get(floor) is not None:
             # the runtime times its own kernels: use that, less the floor node's fixed part
@@ -281,7 +301,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
                                "floor_s": hot[floor].time_s, "others_s": other_s,
                                "spread": hot[s.label].spread, "kernel": list(main.members[:3]),
-                               "node_s": node_s}
+                               "node_s": node_s, "node_share": share}
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
         return None, raw, main_op
