@@ -6,6 +6,12 @@ predicted and measured are not from the same run).
         --profile benchmarks/results/gpu-h100/h100-profile.json
     python benchmarks/repredict.py benchmarks/results/cpu-eager.csv \\
         --profile benchmarks/results/cpu-profile.json --framework eager
+    python benchmarks/repredict.py \\
+        benchmarks/results/cpu-epyc/corpus-calibration-16/corpus-onnxruntime.csv \\
+        --profile benchmarks/results/cpu-epyc/cpu-profile-13.json  # a corpus run, per half
+
+A corpus CSV (``benchmarks/corpus.py`` output, with a ``half`` column) is re-predicted with the
+heap setting each row was predicted for, and its figures are given per half.
 
 Prints median / P90 APE and Spearman ρ of the committed predictions and of the new ones on the
 same measured points, and the models whose median APE moved most.
@@ -27,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
+from ftmodel.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.zoo import get_model  # noqa: E402
 
@@ -47,29 +54,41 @@ def main(argv: list[str] | None = None) -> int:
     rows = list(csv.DictReader(open(args.csv)))
     fw = args.framework or rows[0]["framework"]
     profile = load_profile(args.profile)  # a path or a built-in name
-    predictor = Predictor(fw, profile, host=args.host, heap="kept")  # as validate.py measures
-    by_model: dict[str, list[dict[str, str]]] = {}
+    corpus = "half" in rows[0]
+    predictors: dict[str, Predictor] = {}
+
+    def predictor(heap: str) -> Predictor:  # validate.py measures with the heap kept
+        if heap not in predictors:
+            predictors[heap] = Predictor(fw, profile, host=args.host, heap=heap)
+        return predictors[heap]
+
+    by_model: dict[tuple[str, str], list[dict[str, str]]] = {}
     for r in rows:
-        by_model.setdefault(r["model"], []).append(r)
-    old, new, meas, names = [], [], [], []
-    for name, rs in by_model.items():
-        zm = get_model(name)
+        heap = r.get("predicted_heap") or "kept"
+        by_model.setdefault((r["model"], heap), []).append(r)
+    old, new, meas, names, halves = [], [], [], [], []
+    for (name, heap), rs in by_model.items():
+        zm = get_corpus_model(name) if corpus else get_model(name)
         torch.manual_seed(0)
         batches = [int(r["batch"]) for r in rs]
-        preds = predictor.predict(zm.build().eval(), batches, zm.make_inputs)
+        preds = predictor(heap).predict(zm.build().eval(), batches, zm.make_inputs)
         for r, p in zip(rs, preds):
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
             meas.append(float(r["measured_s"]))
             names.append(name)
+            halves.append(r.get("half", "all"))
     o, n, m = np.array(old), np.array(new), np.array(meas)
-    print(f"{args.csv}: {len(m)} points, framework {fw}")
-    print(f"  committed predictions: {_stats(o, m)}")
-    print(f"  current code:          {_stats(n, m)}")
+    print(f"{args.csv}: {len(m)} points, framework {fw}, profile {args.profile}")
+    for half in sorted(set(halves)):
+        sel = np.array([h == half for h in halves])
+        label = "" if half == "all" else f"{half} half, {int(sel.sum())} points: "
+        print(f"  {label}committed predictions: {_stats(o[sel], m[sel])}")
+        print(f"  {label}current code:          {_stats(n[sel], m[sel])}")
     change = np.abs(n - o) / o
     print(f"  predictions moved: median {np.median(change):.2%}, max {change.max():.2%}")
     moved = []
-    for name in by_model:
+    for name in dict.fromkeys(names):
         idx = [i for i, x in enumerate(names) if x == name]
         before = statistics.median(abs(o[i] - m[i]) / m[i] for i in idx)
         after = statistics.median(abs(n[i] - m[i]) / m[i] for i in idx)

@@ -339,6 +339,26 @@ def test_fused_layer_on_a_per_step_curve_costs_its_steps_times_a_step() -> None:
     assert t[1] == pytest.approx(2 * (macs + 1e5) / 1e10, rel=1e-2)
 
 
+def test_runtime_recurrent_nodes_take_its_per_step_curve() -> None:
+    # ONNX Runtime's LSTM and GRU nodes (op names "LSTM", "GRU") are priced on its per-step
+    # curve of fused layers when the profile has one (measured through its LSTM: each step's
+    # fixed work included), not as steps of its lone GEMM samples; a plain GEMM node is not
+    slow = tuple((m, b_r, b_w, 3 * t) for m, b_r, b_w, t in SAT_ROWS)
+    dev = _device({"onnxruntime/gemm@mkldnn_rnn_layer": OpClassData("samples", slow),
+                   "onnxruntime/gemm": OpClassData("samples", SAT_ROWS),
+                   "gemm": OpClassData("samples", SAT_ROWS)})
+    dm = DeviceModel(dev, "fp32", "onnxruntime")
+    macs = 1e7
+    gru = Kernel("gemm", int(macs), 0, 0, "rnn", ("GRU",), variant="steps=10,rec=0.5")
+    lstm = Kernel("gemm", int(macs), 0, 0, "rnn", ("LSTM",), variant="steps=10,rec=0.5")
+    plain = Kernel("gemm", int(macs), 0, 0, "fc", ("Gemm",))
+    assert dm._key("gemm", gru.variant, "GRU") == "onnxruntime/gemm@mkldnn_rnn_layer"
+    t = dm.kernel_times_s([gru, lstm, plain])
+    assert t[0] == pytest.approx(10 * 3 * (macs / 10 + 1e5) / 1e10, rel=1e-2)
+    assert t[1] == pytest.approx(t[0])
+    assert t[2] == pytest.approx((macs + 1e5) / 1e10, rel=1e-2)
+
+
 def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     import torch
     from torch import nn
