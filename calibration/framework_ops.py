@@ -56,13 +56,11 @@ from torch import nn
 
 from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported
-from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import Kernel, get_framework
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
-from ftmodel.tracing.formulas import steps_of
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
            "framework_curve_steps", "ort_node_share", "ts_conv_time_s", "ts_node_time_s",
@@ -305,11 +303,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             # the runtime times its own kernels: use that, less the floor node's fixed part
             # (output allocation, dispatch inside the node), which the host costs price
             device_s = max(node_s - node_times[floor], 1e-9)
-        # a per-step curve holds a step's share of the layer's work and time, as the shared one
-        steps = float(steps_of(main.variant)[0]) if s.curve in STEP_CURVES else 1.0
-        work = step_work(*(np.array([float(v)]) for v in (
-            main.macs, main.bytes_read, main.bytes_weights, main.bytes_written, steps)))
-        rows.append((float(work[0][0]), float(work[1][0]), float(work[2][0]), device_s / steps))
+        rows.append(s.curve_row(main, device_s)[0])  # per step on a per-step curve
         row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
                                "floor_s": hot[floor].time_s, "others_s": other_s,
                                "spread": hot[s.label].spread, "kernel": list(main.members[:3]),

@@ -16,9 +16,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ftmodel.estimate.curves import STEP_CURVES, step_work
+from ftmodel.frameworks.base import Kernel
+from ftmodel.tracing.formulas import steps_of
 
 __all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID"]
 
@@ -35,6 +40,17 @@ class OpSample:
     @property
     def op_class(self) -> str:
         return self.curve.split(":")[0]
+
+    def curve_row(self, main: Kernel, device_s: float
+                  ) -> tuple[tuple[float, float, float, float], float]:
+        """(the curve's row for this sample: ``main`` kernel's MACs, bytes read, bytes written
+        and ``device_s``; the steps they were divided by). On a per-step curve
+        (:data:`~ftmodel.estimate.curves.STEP_CURVES`) the row holds one step's share of the
+        layer's work and time, else the whole kernel's (steps 1)."""
+        steps = float(steps_of(main.variant)[0]) if self.curve in STEP_CURVES else 1.0
+        macs, br, bw = step_work(*(np.array([float(v)]) for v in (
+            main.macs, main.bytes_read, main.bytes_weights, main.bytes_written, steps)))
+        return (float(macs[0]), float(br[0]), float(bw[0]), device_s / steps), steps
 
 
 class _Fn(nn.Module):

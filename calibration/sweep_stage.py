@@ -11,17 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from calibration.ops import OpSample
-from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
 from ftmodel.tracing.dispatch import trace
-from ftmodel.tracing.formulas import steps_of
 
 __all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve"]
 
@@ -106,11 +103,8 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
         total_s, spread = measured[s.label]
         floor_s = 0.0 if device.startswith("cuda") else floors[s.family]
         device_s = max(total_s - floor_s, 1e-9)
-        # a per-step curve holds a step's share of the layer's work and time
-        steps = float(steps_of(main.variant)[0]) if s.curve in STEP_CURVES else 1.0
-        work = step_work(*(np.array([float(v)]) for v in (
-            main.macs, main.bytes_read, main.bytes_weights, main.bytes_written, steps)))
-        rows.append((float(work[0][0]), float(work[1][0]), float(work[2][0]), device_s / steps))
+        row, steps = s.curve_row(main, device_s)  # per step on a per-step curve
+        rows.append(row)
         variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
         raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
                     "variant": variants[-1]})
