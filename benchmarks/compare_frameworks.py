@@ -4,7 +4,7 @@
 
 Reads the CSVs that ``benchmarks/validate.py`` writes (one per framework: eager, onnxruntime,
 torchscript, inductor; missing ones are left out) and writes
-``benchmarks/results/cpu-frameworks-<family>.png`` for each family of ``ftmodel.zoo`` (cnn,
+``benchmarks/results/cpu-frameworks-<family>.png`` for each family of ``ftmodel.tools.zoo`` (cnn,
 mobile-cnn, transformer, mlp): one panel per model, latency (ms, log) against batch (log), solid
 lines + dots measured, dashed lines predicted, one colour per framework.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ftmodel.zoo import ZOO  # noqa: E402
+from ftmodel.tools.zoo import ZOO  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor")

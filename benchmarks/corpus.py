@@ -3,7 +3,7 @@
     python benchmarks/corpus.py --profile benchmarks/results/cpu-epyc/cpu-profile.json \\
         --frameworks eager,torchscript,onnxruntime,inductor --out-dir benchmarks/results/cpu-epyc
 
-For each framework, every model of :mod:`ftmodel.corpus` is first predicted at each batch (in
+For each framework, every model of :mod:`ftmodel.tools.corpus` is first predicted at each batch (in
 this process), then measured by ``benchmarks/plain_measure.py`` in a fresh Python process of its
 own (one per model, framework and heap setting; nothing else runs meanwhile; with
 ``--processes N``, N such processes in N passes over the corpus, and a point's time is their
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.corpus import CORPUS, FAMILIES, get_corpus_model, is_held_out  # noqa: E402
+from ftmodel.tools.corpus import CORPUS, FAMILIES, get_corpus_model, is_held_out  # noqa: E402
 from ftmodel.errors import FtmodelError  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402

@@ -3,7 +3,7 @@
     python benchmarks/diagnose.py --profile P.json --model gpt2-small4@64 --batch 16
     python benchmarks/diagnose.py --profile P.json --model fastvit_t8@128 --batch 16  # corpus
 
-Corpus models: diagnose the tuning half only (``ftmodel.corpus.tuning()``); the held-out half is
+Corpus models: diagnose the tuning half only (``ftmodel.tools.corpus.tuning()``); the held-out half is
 measured and reported, never studied.
 
 Prints, per aten operator, the measured self CPU time (summed over calls, median of several
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
-from ftmodel.corpus import get_corpus_model  # noqa: E402
+from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.errors import UnknownNameError  # noqa: E402
-from ftmodel.zoo import get_model  # noqa: E402
+from ftmodel.tools.zoo import get_model  # noqa: E402
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.tracing.inputs import resolve_inputs  # noqa: E402
-from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
+from ftmodel.tools.zoo import VALIDATION_SET, get_model  # noqa: E402
 
 
 def kernel_events(model: torch.nn.Module, args: tuple, kwargs: dict) -> Counter[str]:

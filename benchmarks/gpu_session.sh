@@ -28,7 +28,7 @@ PY=${PY:-python3}
 SPEC=${SPEC:-h100-sxm5}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # the CPU validation zoo plus full-size ResNet-50 and BERT-Base; batches up to the compute-bound side
-MODELS=${MODELS:-$($PY -c "from ftmodel.zoo import VALIDATION_SET as v; print(','.join(v + ('resnet50', 'bert-base')))")}
+MODELS=${MODELS:-$($PY -c "from ftmodel.tools.zoo import VALIDATION_SET as v; print(','.join(v + ('resnet50', 'bert-base')))")}
 BATCHES=${BATCHES:-1,2,4,8,16,32,64,128}
 mkdir -p "$OUT/results"
 PROFILE="$OUT/gpu-profile.json"

@@ -18,7 +18,7 @@ fit with the H100 left out; nothing measured on the H100 enters the prediction:
   H100 itself set;
 * points: ``results/gpu-h100/eager-v2.csv`` and ``cudagraphs-v2.csv`` (15 models × batch
   1–128, fp32; the latest runs), predicted by ``ftmodel.api.Predictor`` on the real modules
-  (``ftmodel.zoo``);
+  (``ftmodel.tools.zoo``);
 * MACs proxy: latency = c · MACs (ftmodel's count, the CSV's ``macs``), c fitted in log space
   on the same points per framework (in ``paper_gpus.macs_proxy``).
 """
@@ -40,7 +40,7 @@ from gpu_common import gpu_specs  # noqa: E402
 
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
-from ftmodel.zoo import get_model  # noqa: E402
+from ftmodel.tools.zoo import get_model  # noqa: E402
 
 H100_DIR = Path(__file__).resolve().parent / "results" / "gpu-h100"
 RUNS = {"eager": H100_DIR / "eager-v2.csv", "cudagraphs": H100_DIR / "cudagraphs-v2.csv"}

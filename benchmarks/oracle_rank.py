@@ -3,9 +3,9 @@
     python benchmarks/oracle_rank.py                                # 60 candidates, ~15 min
     python benchmarks/oracle_rank.py --n 10 --frameworks eager --out /tmp/rank   # a quick look
 
-``--n`` random candidates of the MobileNet-V2-style space (:mod:`ftmodel.search_space`) are
+``--n`` random candidates of the MobileNet-V2-style space (:mod:`ftmodel.oracle.search_space`) are
 measured live on this CPU with each framework (eager: the module itself; onnxruntime: the ORT
-session its lowering counted) at each batch, with :func:`ftmodel.validation.compare_live_many`:
+session its lowering counted) at each batch, with :func:`ftmodel.tools.validation.compare_live_many`:
 fixed threads, warm-up, every candidate × batch timed in the same interleaved rounds, the
 fastest round's median kept; the noise of a point is its round spread (slowest round's median /
 fastest's − 1). The oracle (:class:`ftmodel.oracle.CostOracle`, candidates built on the meta
@@ -41,8 +41,8 @@ from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  # noqa: E402
                              keep_heap, set_threads)
 from ftmodel.oracle import CostOracle  # noqa: E402
-from ftmodel.search_space import MobileNetV2Space  # noqa: E402
-from ftmodel.validation import LiveModel, LivePoint, compare_live_many  # noqa: E402
+from ftmodel.oracle.search_space import MobileNetV2Space  # noqa: E402
+from ftmodel.tools.validation import LiveModel, LivePoint, compare_live_many  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle_speed import default_profile  # noqa: E402
@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         f"`{cmd}`",
         "",
         f"{args.n} random candidates (seed {args.seed}) of the MobileNet-V2-style space "
-        f"(`ftmodel.search_space`, resolution {args.resolution}), measured live on this CPU "
+        f"(`ftmodel.oracle.search_space`, resolution {args.resolution}), measured live on this CPU "
         f"({cpu_name()}, {threads} threads, allocator: {allocator_setting()}, torch "
-        f"{torch.__version__}) with `ftmodel.validation.compare_live_many` ({args.rounds} "
+        f"{torch.__version__}) with `ftmodel.tools.validation.compare_live_many` ({args.rounds} "
         f"interleaved rounds of ≥{args.round_s} s, warm-up, fastest round's median) and "
         f"predicted by `CostOracle` (candidates built on the meta device) with profile "
         f"`{profile}`. Baselines on the same points: MACs and parameter count (ranked as they "

@@ -5,7 +5,7 @@
     python benchmarks/oracle_speed.py --cprofile /tmp/oracle.prof   # profile the warm phase
 
 Candidates are sampled at random from the MobileNet-V2-style space of
-:mod:`ftmodel.search_space` (per stage: depth and width; per block: expansion ratio and kernel
+:mod:`ftmodel.oracle.search_space` (per stage: depth and width; per block: expansion ratio and kernel
 size) and built on the meta device (no weight memory). What is timed:
 
 * **cold**: ``CostOracle.latency`` on the first ``--cold`` (200) candidates, from an empty cache:
@@ -18,7 +18,7 @@ rates: a search builds its candidates whatever predicts their latency. The progr
 redrawn between candidates only (no refresh thread competing with the timed calls). The per-candidate
 prediction time is set against one live measurement of the same candidate on this CPU (eager,
 the same batch, 2 threads) made the way ftmodel measures (``ftmodel.measure``, as
-``ftmodel.validation`` uses it: weights built, warm-up, 5 rounds of at least 0.1 s, the fastest
+``ftmodel.tools.validation`` uses it: weights built, warm-up, 5 rounds of at least 0.1 s, the fastest
 round's median), and against a single forward pass.
 
 Writes benchmarks/results/oracle-speed.csv (one row per phase) and oracle-speed-summary.md.
@@ -47,7 +47,7 @@ from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  
                              keep_heap,
                              measure_interleaved, set_threads)
 from ftmodel.oracle import CostOracle  # noqa: E402
-from ftmodel.search_space import CandidateConfig, MobileNetV2Space  # noqa: E402
+from ftmodel.oracle.search_space import CandidateConfig, MobileNetV2Space  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -97,7 +97,7 @@ def _live_cost(space: MobileNetV2Space, cfg: CandidateConfig, batch: int, rounds
                round_s: float) -> tuple[float, float]:
     """(seconds of one forward pass, seconds of one live measurement) of ``cfg`` on this CPU
     with eager PyTorch. The measurement is ftmodel's own protocol
-    (:func:`ftmodel.measure.measure_interleaved`, as :mod:`ftmodel.validation` runs it: 2
+    (:func:`ftmodel.measure.measure_interleaved`, as :mod:`ftmodel.tools.validation` runs it: 2
     warm-up calls, ``rounds`` rounds of at least ``round_s`` seconds, the fastest round's
     median), and its cost includes building the candidate with real weights."""
     t0 = time.perf_counter()
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "`" + " ".join(["python benchmarks/oracle_speed.py"]
                        + (sys.argv[1:] if argv is None else argv)) + "`",
         "",
-        f"MobileNet-V2-style space (`ftmodel.search_space`, resolution {args.resolution}), "
+        f"MobileNet-V2-style space (`ftmodel.oracle.search_space`, resolution {args.resolution}), "
         f"{args.cold} + {args.warm} random candidates (seed {args.seed}) built on the meta "
         f"device; framework `{args.framework}`, profile `{prof_name}` ({gpu}), batch "
         f"{args.batch}, dtype fp32. Host: {cpu_name()}, "
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         f"**One live measurement of the same candidates** (eager, batch {args.batch}, "
         f"{threads} threads, allocator: {allocator_setting()}, median over {args.live} "
         f"warm-phase candidates): one forward pass "
-        f"{1e3 * live_med:.1f} ms; one measurement as ftmodel.validation makes it (build with "
+        f"{1e3 * live_med:.1f} ms; one measurement as ftmodel.tools.validation makes it (build with "
         f"weights, 2 warm-up calls, {args.rounds} rounds of ≥{args.round_s} s, fastest round's "
         f"median) {1e3 * live_total:.0f} ms. One warm prediction costs "
         f"{1e3 * per_pred_warm:.2f} ms: "

@@ -14,7 +14,7 @@ weights), then measures each twice on this CPU, in two child processes:
   that glibc keeps its heap mapped between forwards (setting them also turns off the thresholds'
   adjustment).
 
-With ``--zoo`` (``name:batch,...``, models of :mod:`ftmodel.zoo`) those models are measured and
+With ``--zoo`` (``name:batch,...``, models of :mod:`ftmodel.tools.zoo`) those models are measured and
 predicted instead (``predict_latency``), all in one process as well: whether glibc trims its heap
 depends on every size the process has freed, so a model's time under the defaults depends on
 what ran next to it.
@@ -47,11 +47,11 @@ from ftmodel.api import predict_latency  # noqa: E402
 from ftmodel.frameworks import eager  # noqa: E402
 from ftmodel.measure import cpu_name, measure_interleaved, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
-from ftmodel.search_space import MobileNetV2Space  # noqa: E402
+from ftmodel.oracle.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
 from ftmodel.tracing.inputs import as_inputs  # noqa: E402
-from ftmodel.validation import _call  # noqa: E402
-from ftmodel.zoo import ZOO  # noqa: E402
+from ftmodel.tools.validation import _call  # noqa: E402
+from ftmodel.tools.zoo import ZOO  # noqa: E402
 
 STEADY_ENV = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295",
               "MALLOC_TOP_PAD_": "536870912"}

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         from ftmodel.measure import keep_heap
         keep_heap()
     torch.set_num_threads(args.threads)
-    from ftmodel.corpus import get_corpus_model
+    from ftmodel.tools.corpus import get_corpus_model
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tracing.inputs import resolve_inputs
 

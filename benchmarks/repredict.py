@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.corpus import get_corpus_model  # noqa: E402
+from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.zoo import get_model  # noqa: E402
+from ftmodel.tools.zoo import get_model  # noqa: E402
 
 
 def _stats(pred: np.ndarray, meas: np.ndarray) -> str:

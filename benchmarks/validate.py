@@ -39,9 +39,9 @@ from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.measure import (DEFAULT_MALLOC_HELP, allocator_setting, cpu_name,  # noqa: E402
                              keep_heap, set_threads)
-from ftmodel.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
+from ftmodel.tools.validation import (LiveModel, LivePoint, compare_live_many, macs_proxy,  # noqa: E402
                                 summarize)
-from ftmodel.zoo import VALIDATION_SET, get_model  # noqa: E402
+from ftmodel.tools.zoo import VALIDATION_SET, get_model  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"this run measures with {allocator_setting()!r}; pass the same "
                   "--default-malloc choice to both", file=sys.stderr)
     else:
-        from calibration.suite import calibrate
+        from ftmodel.calibration.suite import calibrate
         profile_path = out / "cpu-profile.json"
         profile = calibrate("cpu", frameworks, profile_path, threads=threads,
                             default_malloc=args.default_malloc,

@@ -1,9 +1,9 @@
 """Host costs of a compiled framework (onnxruntime, torchscript, inductor; cudagraphs on a GPU).
 
-Chained tiny-op programs (:func:`calibration.dispatch.compiled_host_programs`) are built and run
+Chained tiny-op programs (:func:`ftmodel.calibration.dispatch.compiled_host_programs`) are built and run
 through the framework's own runner, their events counted by its own ``lower_model`` (exactly
 what a prediction counts), and seconds per event plus a constant per-call cost are fitted by
-NNLS in relative error (:func:`calibration.dispatch.fit_event_costs`). Build/compile time is
+NNLS in relative error (:func:`ftmodel.calibration.dispatch.fit_event_costs`). Build/compile time is
 recorded per program.
 """
 
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from calibration.dispatch import INDUCTOR_PATTERNS, compiled_host_programs, fit_event_costs
+from ftmodel.calibration.dispatch import INDUCTOR_PATTERNS, compiled_host_programs, fit_event_costs
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import FrameworkHost

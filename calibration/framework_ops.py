@@ -1,4 +1,4 @@
-"""Per-framework op curves: the same size sweeps as :mod:`calibration.ops`, run through a
+"""Per-framework op curves: the same size sweeps as :mod:`ftmodel.calibration.ops`, run through a
 compiled framework's own runtime (ONNX Runtime's MLAS and NCHWc kernels, TorchScript's frozen
 and prepacked graph, inductor's generated C++ loops).
 
@@ -7,7 +7,7 @@ arena allocator avoids the page faults an out-of-place eager op pays on a fresh 
 its prepacked GEMM weights stay cached where eager's do not, and inductor's vectorised loops
 beat aten's on small tensors. Shared eager curves mis-price all of that.
 
-What is measured, per sample (one op at one size, from :func:`calibration.ops.op_samples`):
+What is measured, per sample (one op at one size, from :func:`ftmodel.calibration.ops.op_samples`):
 the framework's runner of the sample module, interleaved with its family's floor (the same op on
 a few elements) run the same way, hot only (the runtimes' threads sleep through a cache flush,
 see FRAMEWORK_SWEEPS). What is stored: a curve keyed
@@ -54,10 +54,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
-from ftmodel.frameworks.base import Kernel, get_framework
+from ftmodel.frameworks.base import get_framework
+from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
@@ -81,7 +82,7 @@ class FrameworkSweep:
     curves: tuple[str, ...] | None  # None: every swept curve
     quick_grid: bool  # the short grid (a few sizes per family) even in a full calibration
     # its curves are split among a session's nodes by its own profiler: the in-model stage
-    # fits host-side terms only (calibration.networks IN_MODEL_FORMS "n") and leaves device
+    # fits host-side terms only (ftmodel.calibration.networks IN_MODEL_FORMS "n") and leaves device
     # time as the curves give it
     in_session_curves: bool = False
     # its curves are keyed by the op of the samples' main kernel (``<framework>/<curve>@<op>``),

@@ -1,7 +1,7 @@
 """The in-model stage on an asynchronous device (a GPU), in the timeline's own max-plus form.
 
 On a CPU host and device share one thread and a forward's time is the sum of both, so the
-in-model correction is an additive least-squares fit (:func:`calibration.networks.fit_in_model`).
+in-model correction is an additive least-squares fit (:func:`ftmodel.calibration.networks.fit_in_model`).
 On a GPU the host launches kernels ahead of the device and a forward takes about
 ``max(host, device)``: an additive fit of ``measured − host`` to the device time mixes the two
 (the synthetic networks are host-bound on a fast GPU, so the "device" coefficient it returns
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from calibration.networks import fit_in_model, synthetic_networks
+from ftmodel.calibration.networks import fit_in_model, synthetic_networks
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.timeline import run_timeline
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ftmodel.estimate.curves import STEP_CURVES, step_work
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.tracing.formulas import steps_of
 
 __all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID"]

@@ -2,40 +2,40 @@
 
 ``calibrate(device="cpu", frameworks=("eager",), out=...)`` runs, in order:
 
-1. host programs (``calibration.dispatch``): tiny-op programs, timed, and a non-negative fit of
+1. host programs (``ftmodel.calibration.dispatch``): tiny-op programs, timed, and a non-negative fit of
    seconds per host event (module call, torch call, view, allocation, kernel by op class);
-2. per-op-class sweeps (``calibration.ops``): single ops across size grids, timed in rounds
+2. per-op-class sweeps (``ftmodel.calibration.ops``): single ops across size grids, timed in rounds
    interleaved with a tiny-size floor of the same call; the device time of each is its time
    minus its floor (the floor is host cost, which stage 1 prices). Every sample is timed twice:
    hot (the same operands over and over, as a sweep does) and cold (right after a flush of the
    last-level cache, as weights and skip connections arrive inside a large model); the device
-   half records both, and the cache probe (``calibration.cache``) fits when operands turn cold
+   half records both, and the cache probe (``ftmodel.calibration.cache``) fits when operands turn cold
    inside a model, for :mod:`ftmodel.estimate.cache`;
-3. the in-model stage (``calibration.networks``; on a GPU ``calibration.in_model_gpu``) for
+3. the in-model stage (``ftmodel.calibration.networks``; on a GPU ``ftmodel.calibration.in_model_gpu``) for
    eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
-   programs (``calibration.dispatch.compiled_host_programs``; :mod:`calibration.framework_host`)
+   programs (``ftmodel.calibration.dispatch.compiled_host_programs``; :mod:`ftmodel.calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
    ``lower_model`` (exactly what a prediction counts), and a NNLS fit in relative error of
    seconds per event plus a constant ``per_call_s``; then the same in-model stage through that
    framework. Device curves are the eager sweeps' (the profile's device half is shared: a fused
    kernel costs its bytes on the same per-op curves) and, for ONNX Runtime and inductor, their
-   own (:mod:`calibration.framework_ops`). Build/compile time counts towards the calibration's
+   own (:mod:`ftmodel.calibration.framework_ops`). Build/compile time counts towards the calibration's
    duration.
 
 Eager is always calibrated: the sweeps that give the device half need it, except with
 ``update=True`` (``ftmodel calibrate --update``), which re-measures only the named non-eager
-frameworks into an existing profile of this machine (:mod:`calibration.update`).
+frameworks into an existing profile of this machine (:mod:`ftmodel.calibration.update`).
 
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed).
 
 On CUDA the device is marked asynchronous and timed with CUDA events; three things differ: the
-sweeps use the GPU-sized grid (:data:`calibration.ops.GPU_GRID`, operands made on the GPU), a
+sweeps use the GPU-sized grid (:data:`ftmodel.calibration.ops.GPU_GRID`, operands made on the GPU), a
 sample's device time is read from replays of a CUDA graph of repeated calls instead of time
 minus floor (an eagerly launched small op is host-bound there), and the in-model stage fits the
 device and host halves separately in the timeline's max-plus form
-(:mod:`calibration.in_model_gpu`).
+(:mod:`ftmodel.calibration.in_model_gpu`).
 """
 
 from __future__ import annotations
@@ -52,19 +52,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from calibration.allocator import MAPPING, probe_page_fault_s
-from calibration.cache import fit_cache_model, probe_cache
-from calibration.dispatch import HostProgram, fit_event_costs, host_programs
-from calibration.framework_host import compile_limits, framework_host_stage
-from calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
-from calibration.in_model_gpu import in_model_stage_async
-from calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
-from calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
-from calibration.sweep_stage import caller, class_stage, measure_group, subset_curve
-from calibration.update import kept_for_update, profile_to_update
+from ftmodel.calibration.allocator import MAPPING, probe_page_fault_s
+from ftmodel.calibration.cache import fit_cache_model, probe_cache
+from ftmodel.calibration.dispatch import HostProgram, fit_event_costs, host_programs
+from ftmodel.calibration.framework_host import compile_limits, framework_host_stage
+from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
+from ftmodel.calibration.in_model_gpu import in_model_stage_async
+from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
+from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
+from ftmodel.calibration.sweep_stage import caller, class_stage, measure_group, subset_curve
+from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
-from ftmodel.frameworks.base import canonical_framework
+from ftmodel.frameworks.base import canonical_framework, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
@@ -129,7 +129,7 @@ def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, An
 
 def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
                       bar: _Progress) -> HostProfile:
-    """``host`` with this machine's price of a freshly mapped page (calibration.allocator)."""
+    """``host`` with this machine's price of a freshly mapped page (ftmodel.calibration.allocator)."""
     provenance["page_fault_probe"] = probe_page_fault_s(rounds)
     bar.step("page-fault probe", 1)
     return replace(host, page_fault_s=provenance["page_fault_probe"]["page_fault_s"])
@@ -255,6 +255,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
         "frameworks": list(fws), "complete": False,
     }
+    for fw_name in fws:
+        get_framework(fw_name).check_installed()
     if "onnxruntime" in fws:
         import onnxruntime
         provenance["onnxruntime"] = onnxruntime.__version__

@@ -3,7 +3,7 @@
 On a CPU a sample's device time is its time minus its family's floor (the same call on a few
 elements: host cost); on a GPU it is the time of one call inside a replayed CUDA graph of
 repeated calls (:func:`ftmodel.measure.captured_repeats`), which has no host cost. See
-:mod:`calibration.suite` for where the stage sits.
+:mod:`ftmodel.calibration.suite` for where the stage sits.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from calibration.ops import OpSample
+from ftmodel.calibration.ops import OpSample
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved

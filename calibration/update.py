@@ -2,7 +2,7 @@
 
 The eager host part and the device half (shared op curves, cache model) of a calibrated profile
 are kept as they are; the named non-eager frameworks lose their host part and their own curves
-(``<framework>/...``), which :func:`calibration.suite.calibrate` then measures again. The
+(``<framework>/...``), which :func:`ftmodel.calibration.suite.calibrate` then measures again. The
 profile's provenance keeps the original calibration's date and settings and gains an
 ``updates`` entry per update (frameworks, date, torch version, settings).
 """

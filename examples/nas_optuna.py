@@ -6,7 +6,7 @@ framework you deploy with.
     python examples/nas_optuna.py --gpu a100 --frameworks eager,cudagraphs --trials 300
 
 For each framework, a multi-objective Optuna study (TPE sampler, seeded) searches the
-MobileNet-V2-style space of :mod:`ftmodel.search_space` for candidates that maximise an accuracy
+MobileNet-V2-style space of :mod:`ftmodel.oracle.search_space` for candidates that maximise an accuracy
 proxy and minimise the latency :class:`ftmodel.oracle.CostOracle` predicts for that framework at
 ``--batch``. Candidates are built on the meta device; nothing is trained or run.
 
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.oracle import CostOracle  # noqa: E402
-from ftmodel.search_space import BASE_STAGES, CandidateConfig, MobileNetV2Space  # noqa: E402
+from ftmodel.oracle.search_space import BASE_STAGES, CandidateConfig, MobileNetV2Space  # noqa: E402
 
 
 def accuracy_proxy(cfg: CandidateConfig) -> float:

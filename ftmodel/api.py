@@ -24,7 +24,8 @@ from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
-from ftmodel.frameworks.base import Framework, Kernel, Program, entry_launches, get_framework
+from ftmodel.frameworks.base import Framework, get_framework
+from ftmodel.program import Kernel, Program, entry_launches
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostProfile
 from ftmodel.plain_objects import maker
 from ftmodel.prediction import KernelArrays, LayerCost, Prediction
@@ -165,6 +166,7 @@ class Predictor:
                 "predicts a process with glibc's default malloc, 'kept' one whose freed memory "
                 "stays mapped (jemalloc, tcmalloc, ftmodel.measure.keep_heap)")
         self.framework = get_framework(framework)
+        self.framework.check_installed()
         self.profile = resolve_profile(gpu)
         self.dtype = _canonical_dtype(dtype)
         self.warnings: list[str] = []

@@ -34,7 +34,7 @@ def _batches(text: str) -> list[int]:
 
 def _load_model(spec: str) -> tuple[Any, Any]:
     """A zoo name, or torchvision:<arch> (224×224 default inputs)."""
-    from ftmodel.zoo import get_model
+    from ftmodel.tools.zoo import get_model
     if spec.startswith("torchvision:"):
         import torchvision
         arch = spec.split(":", 1)[1]
@@ -79,7 +79,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ftmodel.compare import compare_frameworks
+    from ftmodel.tools.compare import compare_frameworks
     model, make_inputs = _load_model(args.model)
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()] if args.frameworks \
         else None
@@ -96,7 +96,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from calibration.suite import calibrate
+    from ftmodel.calibration.suite import calibrate
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     try:
         prof = calibrate(args.device, fws, args.out, threads=args.threads, quick=args.quick,
@@ -116,7 +116,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from ftmodel.api import Predictor
     from ftmodel.measure import keep_heap, set_threads
-    from ftmodel.validation import compare_live
+    from ftmodel.tools.validation import compare_live
     threads = set_threads(args.threads)
     if not args.default_malloc:
         keep_heap()
@@ -148,7 +148,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ftmodel.demo import run_demo
+    from ftmodel.tools.demo import run_demo
     return run_demo(recalibrate=args.recalibrate)
 
 
@@ -159,7 +159,7 @@ def _report_name(text: str) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ftmodel.report import framework_curves, plot_report, report_markdown
+    from ftmodel.tools.report import framework_curves, plot_report, report_markdown
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     model, make_inputs = _load_model(args.model)
     curves = framework_curves(model, fws, args.gpu, _batches(args.batch), inputs=make_inputs,
@@ -189,7 +189,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from ftmodel.api import predict_latency
-    from ftmodel.report import EXPLAIN_COLUMNS, explain_rows
+    from ftmodel.tools.report import EXPLAIN_COLUMNS, explain_rows
     model, make_inputs = _load_model(args.model)
     p = predict_latency(model, args.framework, args.gpu, _batches(args.batch)[:1] or [1],
                         inputs=make_inputs, dtype=args.dtype, host=args.host)[0]
@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "framework tax included.")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("predict", help="predict latency per batch size")
-    p.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    p.add_argument("model", help="zoo name (see ftmodel.tools.zoo) or torchvision:<arch>")
     p.add_argument("--framework", "-f", default="eager")
     p.add_argument("--gpu", "--device", default="auto", help="profile name or path")
     p.add_argument("--batch", "-b", default="1,2,4,8,16,32")
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_predict)
     cm = sub.add_parser("compare", help="each framework's predicted latency per batch, and "
                         "the fastest")
-    cm.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    cm.add_argument("model", help="zoo name (see ftmodel.tools.zoo) or torchvision:<arch>")
     cm.add_argument("--gpu", "--device", default="auto", help="profile name or path")
     cm.add_argument("--batch", "-b", default="1,2,4,8,16,32")
     cm.add_argument("--frameworks", default=None,
@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--recalibrate", action="store_true")
     d.set_defaults(fn=cmd_demo)
     rp = sub.add_parser("report", help="figure + markdown: latency vs batch per framework")
-    rp.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    rp.add_argument("model", help="zoo name (see ftmodel.tools.zoo) or torchvision:<arch>")
     rp.add_argument("--gpu", "--device", default="auto", help="profile name or path")
     rp.add_argument("--frameworks", default="eager,torchscript,onnxruntime,inductor,cudagraphs",
                     help="comma-separated framework names")
@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--title", default=None)
     rp.set_defaults(fn=cmd_report)
     ex = sub.add_parser("explain", help="per-layer breakdown of one prediction")
-    ex.add_argument("model", help="zoo name (see ftmodel.zoo) or torchvision:<arch>")
+    ex.add_argument("model", help="zoo name (see ftmodel.tools.zoo) or torchvision:<arch>")
     ex.add_argument("--gpu", "--device", default="auto", help="profile name or path")
     ex.add_argument("--framework", "-f", default="eager")
     ex.add_argument("--batch", "-b", default="1", help="one batch size")

@@ -16,6 +16,7 @@ __all__ = [
     "ProfileError",
     "FrameworkUnsupported",
     "BackendUnavailable",
+    "MissingExtraError",
     "TraceError",
     "closest_match",
 ]
@@ -61,6 +62,17 @@ class FrameworkUnsupported(FtmodelError):
 class BackendUnavailable(FtmodelError, RuntimeError):
     """A framework's runtime piece is missing on this machine (an ONNX Runtime execution
     provider, a compiler toolchain); the message names it and how to install it."""
+
+
+class MissingExtraError(FtmodelError, ImportError):
+    """A Python package that an optional part of ftmodel needs is not installed; the message
+    names the ``pip install 'ftmodel[<extra>]'`` that installs it."""
+
+    def __init__(self, module: str, extra: str, purpose: str) -> None:
+        self.module, self.extra = module, extra
+        super().__init__(
+            f"{purpose} needs the Python package {module!r}, which is not installed; install "
+            f"it with: pip install 'ftmodel[{extra}]'")
 
 
 class TraceError(FtmodelError, RuntimeError):

@@ -15,7 +15,7 @@ class KernelArrays(NamedTuple):
     """Per kernel of a program, what :meth:`Predictor.timeline` computes from the kernels alone:
     device seconds (:meth:`Predictor.device_times_s`), own host seconds
     (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`), bytes moved and
-    :func:`~ftmodel.frameworks.base.entry_launches`."""
+    :func:`~ftmodel.program.entry_launches`."""
 
     device_s: np.ndarray
     own_host_s: np.ndarray

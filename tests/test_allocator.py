@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from ftmodel.estimate.allocator import GlibcMalloc, allocations, page_faults
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 
 MIB = 1 << 20
 PAGE = 4096

@@ -10,7 +10,7 @@ from torch import nn
 import ftmodel
 from ftmodel.estimate.cache import CacheModel, cold_fractions, cold_fractions_reference
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.frameworks.eager import lower
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 

@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-import calibration.suite as suite
-from calibration.allocator import MAPPING, fresh_mapping
+import ftmodel.calibration.suite as suite
+from ftmodel.calibration.allocator import MAPPING, fresh_mapping
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.hardware.profile import read_profile
 from ftmodel.measure import heap_kept
-from ftmodel.zoo import mlp
+from ftmodel.tools.zoo import mlp
 
 
 try:
@@ -133,7 +133,7 @@ def test_quick_calibration_measures_onnxruntime_curves(quick_profile: Path) -> N
     gemm = [r for r in prof.provenance["raw_op_times"]["onnxruntime/gemm"] if "total_s" in r]
     assert gemm and all(r["node_share"] == pytest.approx(1.0) for r in gemm)
     # its LSTM samples make a per-step curve, as the shared one: one of 32 steps' MACs each
-    from calibration.ops import LSTM_STEPS
+    from ftmodel.calibration.ops import LSTM_STEPS
     step = classes["onnxruntime/gemm@mkldnn_rnn_layer"]
     per_step = [4 * (h + h) * h * b for h in (128, 512) for b in (1, 16)]  # the quick grid
     assert LSTM_STEPS == 32 and step.samples
@@ -147,7 +147,7 @@ def test_quick_calibration_measures_onnxruntime_curves(quick_profile: Path) -> N
 
 
 def test_framework_sweeps_skip_what_a_framework_does_not_run_itself() -> None:
-    from calibration.framework_ops import wanted
+    from ftmodel.calibration.framework_ops import wanted
 
     assert wanted("onnxruntime", "conv") and wanted("onnxruntime", "elementwise@gelu")
     assert not wanted("onnxruntime", "elementwise:inplace")
@@ -172,7 +172,7 @@ def test_calibrated_profile_predicts_onnxruntime(quick_profile: Path) -> None:
 
 
 def test_compiled_host_programs_chain_their_ops() -> None:
-    from calibration.dispatch import compiled_host_programs
+    from ftmodel.calibration.dispatch import compiled_host_programs
     progs = compiled_host_programs((2, 5))
     names = [p.name for p in progs]
     assert "linear_x2" in names and "linear_x5" in names

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from calibration.cache import LAYER_BYTES, fit_cache_model
-from calibration.networks import fit_in_model
+from ftmodel.calibration.cache import LAYER_BYTES, fit_cache_model
+from ftmodel.calibration.networks import fit_in_model
 
 MIB = 1 << 20
 
@@ -100,7 +100,7 @@ def test_cpu_conv_sweep_reaches_the_weight_bound_last_stages_of_cnns() -> None:
     """A ResNet's last stage at 64-96 px and batch 1 (512-1024 channels, 3x3, a 2-3 px map) runs on
     PyTorch's slow convolution path with megabytes of weights per call; the conv curves must hold
     samples there, not extrapolate to it from convolutions with a hundredth of the weights."""
-    from calibration.ops import op_samples
+    from ftmodel.calibration.ops import op_samples
     from ftmodel.frameworks import eager
     from ftmodel.tracing.dispatch import trace
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ftmodel.cli import main
-from ftmodel.compare import compare_frameworks, default_frameworks
+from ftmodel.tools.compare import compare_frameworks, default_frameworks
 from ftmodel.errors import FrameworkUnsupported, UnknownNameError
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, write_profile
 

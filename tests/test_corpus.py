@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ftmodel.corpus import CORPUS, FAMILIES, get_corpus_model, held_out, is_held_out, tuning
+from ftmodel.tools.corpus import CORPUS, FAMILIES, get_corpus_model, held_out, is_held_out, tuning
 from ftmodel.errors import UnknownNameError
-from ftmodel.zoo import ZOO
+from ftmodel.tools.zoo import ZOO
 
 # The held-out half, written out: the split rule (SHA-256 of the name is odd) gave exactly these
 # when it was fixed, before the latency model was judged on the corpus. A renamed model or a

@@ -1,11 +1,11 @@
-"""calibration.dispatch.fit_event_costs: NNLS recovers per-event costs from synthetic programs."""
+"""ftmodel.calibration.dispatch.fit_event_costs: NNLS recovers per-event costs from synthetic programs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from calibration.dispatch import fit_event_costs
+from ftmodel.calibration.dispatch import fit_event_costs
 
 TRUE = {"kernel:elementwise": 3e-6, "kernel:gemm": 6e-6, "module_call": 1.5e-6, "view": 4e-7}
 

@@ -1,4 +1,4 @@
-"""calibration.in_model_gpu: the max-plus in-model fit of an asynchronous device (GPU).
+"""ftmodel.calibration.in_model_gpu: the max-plus in-model fit of an asynchronous device (GPU).
 
 The fits are pure functions of predicted and measured times, tested here on synthetic rows
 whose "measurements" come from a known timeline; the stage itself runs on a GPU
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.in_model_gpu import HOST_SCALE_GRID, fit_host_scale
-from calibration.networks import fit_in_model
+from ftmodel.calibration.in_model_gpu import HOST_SCALE_GRID, fit_host_scale
+from ftmodel.calibration.networks import fit_in_model
 from ftmodel.estimate.timeline import run_timeline
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from ftmodel.api import Predictor
 from ftmodel.frameworks import eager
-from ftmodel.frameworks.base import entry_launches
+from ftmodel.program import entry_launches
 from ftmodel.hardware.profile import FrameworkHost
 from ftmodel.tracing.dispatch import trace
 

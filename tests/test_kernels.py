@@ -10,7 +10,7 @@ import pytest
 
 from ftmodel.errors import FtmodelError
 from ftmodel.estimate.kernels import DeviceModel
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.hardware.profile import (
     DeviceProfile,
     HardwareProfile,
@@ -277,7 +277,7 @@ def test_two_shapes_of_one_size_are_averaged() -> None:
 
 # ---- MAC classes: arithmetic intensity in the neighbour metric ----------------------------------
 
-# the (k, n) of the CPU GEMM sweep (calibration.ops), at m = 1 ... 1024
+# the (k, n) of the CPU GEMM sweep (ftmodel.calibration.ops), at m = 1 ... 1024
 _SWEEP_KNS = ((64, 64), (128, 128), (256, 256), (512, 1000), (768, 768), (768, 3072), (3072, 768),
               (1024, 1024), (2048, 512), (128, 512), (4096, 1024), (4096, 4096))
 

@@ -17,9 +17,9 @@ from ftmodel.errors import InvalidArgumentError
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.oracle import CostOracle
-from ftmodel.search_space import BlockConfig, CandidateConfig, MBConv, MobileNetV2Space, StageConfig
-from ftmodel.structure import Uncacheable, input_meta, plan_of, structure_key
-from ftmodel.trace_cache import TraceCache
+from ftmodel.oracle.search_space import BlockConfig, CandidateConfig, MBConv, MobileNetV2Space, StageConfig
+from ftmodel.oracle.structure import Uncacheable, input_meta, plan_of, structure_key
+from ftmodel.oracle.trace_cache import TraceCache
 from ftmodel.tracing.dispatch import trace
 
 # the oracle predicts the kept heap (its blocks' storage ids do not give a whole program's
@@ -105,7 +105,7 @@ def test_assembly_keeps_the_storage_of_an_in_place_first_segment(
 def test_program_events_equal_the_assembled_programs() -> None:
     """The oracle's operand events, mapped from each segment's own, equal those of the
     assembled program's kernels (storage ids, sizes, reads, owners), fresh and cached."""
-    from ftmodel.device_cache import program_events
+    from ftmodel.oracle.device_cache import program_events
     from ftmodel.estimate.cache import operand_events
     cache = TraceCache()
     for cfg in _candidates(3, seed=6) * 2:
@@ -160,7 +160,7 @@ def test_identical_with_the_cache_model_and_no_crossover(profile_factory: Any) -
     from dataclasses import replace
 
     from tests.conftest import _byte_rows, _mac_rows
-    from ftmodel.device_cache import program_events
+    from ftmodel.oracle.device_cache import program_events
     from ftmodel.estimate.cache import operand_events
     from ftmodel.hardware.profile import OpClassData
 

@@ -12,7 +12,7 @@ from ftmodel.api import predict_latency
 from ftmodel.cli import main
 from ftmodel.errors import InvalidArgumentError, UnknownNameError
 from ftmodel.hardware.profile import HardwareProfile
-from ftmodel.report import (
+from ftmodel.tools.report import (
     explain_rows,
     framework_curves,
     layer_breakdown,

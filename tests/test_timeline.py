@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ftmodel.estimate.timeline import crossover, host_costs_s, run_timeline
-from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.program import Kernel, Program
 from ftmodel.hardware.profile import FrameworkHost
 
 

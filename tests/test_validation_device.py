@@ -9,7 +9,7 @@ from torch import nn
 
 from ftmodel.api import Predictor
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.validation import LiveModel, compare_live_many
+from ftmodel.tools.validation import LiveModel, compare_live_many
 
 
 def _mlp() -> nn.Module:

@@ -29,7 +29,7 @@ Counting semantics
   written (``d = 0``).
 * Writes are not priced here: fresh outputs cost the same in hot and cold sweeps.
 
-The three parameters are measured by calibration (:mod:`calibration.cache`): a chain of distinct
+The three parameters are measured by calibration (:mod:`ftmodel.calibration.cache`): a chain of distinct
 layers whose weights together span less to more than the cache, timed against one layer hot and
 flushed.
 """
@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 
 __all__ = ["CacheModel", "OperandEvents", "cold_fractions", "cold_fractions_reference",
            "operand_events"]

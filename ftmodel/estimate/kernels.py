@@ -72,7 +72,7 @@ from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.estimate.curves import STEP_CURVES, SampleCurve, step_work
 from ftmodel.estimate.roofline import Roofline, wave_factor
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES, steps_of
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.hardware.profile import DeviceProfile
 
 __all__ = ["AUX_CLASS", "expand_launches", "launches_per_op", "dtype_key"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from ftmodel.frameworks.base import Kernel, Program
+from ftmodel.program import Kernel, Program
 from ftmodel.hardware.profile import FrameworkHost
 
 __all__ = ["Timeline", "host_costs_s", "kernel_host_costs_s", "run_timeline", "crossover"]

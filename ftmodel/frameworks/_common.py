@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.frameworks.base import Kernel
+from ftmodel.program import Kernel
 from ftmodel.tracing.inputs import InputSpec, ModelInputs, resolve_inputs
 from ftmodel.tracing.records import Trace
 

@@ -1,9 +1,6 @@
-"""What a framework launches: the Program a Trace lowers to, and the framework registry.
+"""The framework registry: what each framework is and how it lowers a model to a Program.
 
-A :class:`Kernel` is one device kernel (possibly several fused aten ops) with the work of its
-members at the kernel boundary. A :class:`Program` is the ordered kernels plus the host events
-the framework pays for on the CPU (module calls, Python-level torch calls, views, allocations),
-counted by kind. Each framework module exposes ``lower(trace) -> Program``.
+Each framework module exposes ``lower(trace) -> Program`` (:mod:`ftmodel.program`).
 
 Frameworks that compile the model into their own artifact (ONNX Runtime, TorchScript, inductor)
 cannot lower from a Trace alone: they also set :attr:`Framework.lower_model`, which receives the
@@ -14,74 +11,18 @@ live measurement.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
 
 from ftmodel.errors import UnknownNameError
+from ftmodel.extras import require
+from ftmodel.program import Program
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Kernel", "Program", "entry_launches", "Framework", "FRAMEWORKS", "ALIASES", "get_framework",
+__all__ = ["Framework", "FRAMEWORKS", "ALIASES", "get_framework",
            "canonical_framework", "ModelLowering", "ModelRunner", "register"]
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One device kernel launch and the work it does."""
-
-    op_class: str
-    macs: int
-    bytes_read: int
-    bytes_written: int
-    module_path: str
-    members: tuple[str, ...]  # aten ops (or runtime nodes) fused into this kernel
-    dtype: str = "float32"
-    variant: str = ""  # refines op_class for device time: "inplace", "math", "math_inplace"
-    bytes_weights: int = 0  # part of bytes_read that is model parameters / buffers
-    # (storage id, bytes) of each operand read / result written, when the lowering knows them
-    # (eager: from the trace); the cache model uses them to tell warm operands from cold ones
-    reads: tuple[tuple[int, int], ...] = ()
-    writes: tuple[tuple[int, int], ...] = ()
-    # launched from C++ inside a Python call that launched an earlier kernel (OpRecord.inner;
-    # eager only): no Python between the two, so no per-call Python cost
-    inner: bool = False
-
-    @property
-    def bytes_total(self) -> int:
-        return self.bytes_read + self.bytes_written
-
-
-def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:
-    """1.0 for each kernel the model's Python launched, 0.0 for one C++ launched inside the
-    same call after an earlier kernel (``Kernel.inner``: a fused RNN's steps)."""
-    return np.fromiter((0.0 if k.inner else 1.0 for k in kernels), np.float64, len(kernels))
-
-
-@dataclass(frozen=True)
-class Program:
-    """The kernels one forward call launches and the host events around them."""
-
-    framework: str
-    kernels: tuple[Kernel, ...]
-    host_events: Mapping[str, int]  # event kind -> count; kernel events are "kernel:<class>"
-    batch: int | None = None
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def n_launches(self) -> int:
-        return len(self.kernels)
-
-    @property
-    def n_python_launches(self) -> int:
-        """Kernels the model's Python launched (not ``Kernel.inner``)."""
-        return int(entry_launches(self.kernels).sum())
-
-    @property
-    def macs(self) -> int:
-        return sum(k.macs for k in self.kernels)
 
 
 class ModelLowering(Protocol):
@@ -125,18 +66,23 @@ class Framework:
     # its CPU Programs' kernels carry operand identities (Kernel.reads/writes) from which
     # ftmodel.estimate.allocator follows the storages glibc's malloc hands out (a plain process)
     allocations_known: bool = False
+    # optional Python packages it needs, by import name (their extras: ftmodel.extras)
+    requires: tuple[str, ...] = ()
+
+    def check_installed(self) -> None:
+        """Raise :class:`~ftmodel.errors.MissingExtraError` naming the ``pip install`` to run
+        if a package this framework needs is missing."""
+        for module in self.requires:
+            require(module, f"the {self.name!r} framework")
 
     def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *, device: str,
                 dtype: str) -> Program:
         """The Program this framework runs: counted from its own artifact (``lower_model``)
         where it has one, else lowered from ``trace``; the device's helper kernels not added."""
+        self.check_installed()
         if self.lower_model is not None:
             return self.lower_model(model, inputs, batch, trace, device=device, dtype=dtype)
         return self.lower(trace)
-
-
-def kernel_events(kernels: tuple[Kernel, ...]) -> Counter[str]:
-    return Counter(f"kernel:{k.op_class}" for k in kernels)
 
 
 FRAMEWORKS: dict[str, Framework] = {}

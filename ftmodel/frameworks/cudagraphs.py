@@ -28,7 +28,8 @@ from torch import nn
 
 from ftmodel.frameworks import eager, feasibility, onnxruntime
 from ftmodel.errors import BackendUnavailable, InvalidArgumentError
-from ftmodel.frameworks.base import Framework, Program, register
+from ftmodel.frameworks.base import Framework, register
+from ftmodel.program import Program
 from ftmodel.tracing.inputs import InputSpec, resolve_inputs
 from ftmodel.tracing.records import Trace
 

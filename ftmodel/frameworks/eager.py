@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ftmodel.frameworks.base import Framework, Kernel, Program, kernel_events, register
+from ftmodel.frameworks.base import Framework, register
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["kernel_of", "lower"]

@@ -32,7 +32,8 @@ from ftmodel.frameworks._common import (
     real_inputs,
     trace_dtype,
 )
-from ftmodel.frameworks.base import Framework, Program, register
+from ftmodel.frameworks.base import Framework, register
+from ftmodel.program import Program
 from ftmodel.frameworks.inductor_lower import NAME, lower_code, recurrent_paths
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import Trace

@@ -54,7 +54,7 @@ import torch
 from torch import nn
 
 from ftmodel.frameworks._common import make_kernel
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name_tokens,
                                               parse_wrapper)

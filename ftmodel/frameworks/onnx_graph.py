@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftmodel.frameworks._common import make_kernel, module_path_from_scope
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.onnx_ops import (_DTYPE_NAME, _ELEM_SIZE, _MATMUL_OPS, MATH_OPS,
                                          SKIP_OPS, VIEW_OPS, Shape, classify_node, op_class_of)
 from ftmodel.frameworks.onnx_shapes import _attrs, _ShapePass

@@ -58,7 +58,8 @@ from ftmodel.frameworks._common import (
     silenced_output,
     trace_dtype,
 )
-from ftmodel.frameworks.base import Framework, Program, register
+from ftmodel.frameworks.base import Framework, register
+from ftmodel.program import Program
 from ftmodel.frameworks.onnx_graph import lower_onnx
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import Trace
@@ -365,4 +366,5 @@ def lower(trace: Trace) -> Program:
 
 FRAMEWORK = register(Framework(
     NAME, lower, description="ONNX Runtime (TorchScript-based ONNX export, ORT_ENABLE_ALL)",
-    lower_model=lower_model, runner=runner, settle_s=0.02))
+    lower_model=lower_model, runner=runner, settle_s=0.02,
+    requires=("onnx", "onnxruntime")))

@@ -76,7 +76,8 @@ from ftmodel.frameworks._common import (
     real_inputs,
     trace_dtype,
 )
-from ftmodel.frameworks.base import Framework, Program, register
+from ftmodel.frameworks.base import Framework, register
+from ftmodel.program import Program
 from ftmodel.frameworks.torchscript_cuda import (
     CudaTsArtifact,
     build_cuda,

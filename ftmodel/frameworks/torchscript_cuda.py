@@ -66,7 +66,7 @@ from ftmodel.frameworks._common import (
     module_path_from_scope,
     real_inputs,
 )
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder

@@ -16,7 +16,7 @@ import torch
 
 from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.frameworks._common import PositionalModule, make_kernel, module_path_from_scope
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
+from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of

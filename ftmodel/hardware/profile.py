@@ -57,7 +57,7 @@ class FrameworkHost:
     per_event_s: Mapping[str, float]  # event kind -> seconds per event
     per_call_s: float = 0.0  # fixed cost per forward call (session.run, graph replay ...)
     samples: tuple[Mapping[str, Any], ...] = ()  # raw calibration programs and their times
-    # How single-op costs add up inside a whole model (calibration.networks):
+    # How single-op costs add up inside a whole model (ftmodel.calibration.networks):
     # o_i -> host_scale·o_i + per_kernel_s, k_i -> device_scale·k_i + per_byte_s·bytes_i;
     # per_kernel_s is Python's, so a kernel C++ launched within one call (Kernel.inner) pays none.
     # Identity when absent.
@@ -71,7 +71,7 @@ class HostProfile:
     threads: int
     frameworks: Mapping[str, FrameworkHost]
     # seconds per 4 KiB page that malloc maps afresh (page fault, zero-fill, unmap), measured by
-    # calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
+    # ftmodel.calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
     page_fault_s: float = 0.0
 
 

@@ -12,10 +12,10 @@ for each distinct block once::
 
 What is cached
 --------------
-* **Traces, per block** (:class:`~ftmodel.trace_cache.TraceCache`): a model whose forward is
+* **Traces, per block** (:class:`~ftmodel.oracle.trace_cache.TraceCache`): a model whose forward is
   ``nn.Sequential``'s is traced block by block (its non-Sequential children, Sequentials
   opened recursively), each block once per structure key and input shape/stride/dtype/device
-  (see :mod:`ftmodel.structure`), and the model's Trace is assembled from the pieces; it equals
+  (see :mod:`ftmodel.oracle.structure`), and the model's Trace is assembled from the pieces; it equals
   the Trace of the whole model. Other models are traced whole. For eager, whose lowering is one
   kernel per launching record, each block's kernels are cached too, per path, with their
   storage ids relocated for the last 16 distinct places in a program they were put at, and the
@@ -34,7 +34,7 @@ What is cached
   its ends; Conv+Add+activation fusion crosses the residual), so block-level artifacts would
   count launches the whole-model artifact does not have. A candidate built on the meta device
   is given real weights (its initialisers, on a copy) for those frameworks.
-* **Device times, per kernel and per block** (:class:`~ftmodel.device_cache.DeviceCache`):
+* **Device times, per kernel and per block** (:class:`~ftmodel.oracle.device_cache.DeviceCache`):
   :meth:`Predictor.hot_cold_times_s` is a pure function of each kernel (module path and operand
   ids aside) and is memoised; for eager, each block's (hot, cold) arrays and operand events
   (what the cache-residency model simulates) are kept too and a candidate's are concatenated.
@@ -74,11 +74,11 @@ import torch
 from torch import nn
 
 from ftmodel.api import DTYPES, Prediction, Predictor
-from ftmodel.device_cache import DeviceCache
+from ftmodel.oracle.device_cache import DeviceCache
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.frameworks.base import Program
-from ftmodel.structure import Plan, input_meta, plan_of
-from ftmodel.trace_cache import Part, TraceCache
+from ftmodel.program import Program
+from ftmodel.oracle.structure import Plan, input_meta, plan_of
+from ftmodel.oracle.trace_cache import Part, TraceCache
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 

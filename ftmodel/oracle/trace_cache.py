@@ -1,7 +1,7 @@
 """Traces assembled from cached per-block traces, and eager Programs from cached kernels.
 
 Used by :class:`ftmodel.oracle.CostOracle`; see its module docstring for what invalidates the
-cache, and :mod:`ftmodel.structure` for the structure keys and the plan.
+cache, and :mod:`ftmodel.oracle.structure` for the structure keys and the plan.
 
 Assembly
 --------
@@ -33,11 +33,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from ftmodel.frameworks.base import Kernel, Program, kernel_events
-from ftmodel.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
+from ftmodel.program import Kernel, Program, kernel_events
+from ftmodel.oracle.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
                                    trace_segment)
 from ftmodel.plain_objects import maker
-from ftmodel.structure import KeyNumbers, Plan
+from ftmodel.oracle.structure import KeyNumbers, Plan
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["Part", "TraceCache"]
@@ -45,7 +45,7 @@ __all__ = ["Part", "TraceCache"]
 _OPERANDS = ("reads", "writes")  # storage-id fields of records and kernels
 if tuple(f.name for f in fields(OpRecord))[:2] != ("index", "module_path") or not (
         set(_OPERANDS) <= set(_RECORD_REST)):
-    raise ImportError("ftmodel.trace_cache expects OpRecord to start with index, module_path "
+    raise ImportError("ftmodel.oracle.trace_cache expects OpRecord to start with index, module_path "
                       "and to carry reads, writes")
 
 
@@ -190,7 +190,7 @@ class TraceCache:
         ``relocate=False`` leaves each segment's kernels with the segment's own storage ids
         (the parts say how they map to the program's, see :func:`_gmap`): everything else in
         the Program is the same, and building it costs no new Kernel objects. For a caller that
-        takes operand identities from the parts (:class:`ftmodel.device_cache.DeviceCache`),
+        takes operand identities from the parts (:class:`ftmodel.oracle.device_cache.DeviceCache`),
         never from the kernels."""
         kernels: list[Kernel] = []
         parts: list[Part] = []

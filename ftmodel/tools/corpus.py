@@ -1,6 +1,6 @@
 """The validation corpus: models ftmodel was not developed against, split once into two halves.
 
-The zoo (:mod:`ftmodel.zoo`) is what the latency model and its calibration were developed and
+The zoo (:mod:`ftmodel.tools.zoo`) is what the latency model and its calibration were developed and
 checked against, so its accuracy is a tuning figure. This corpus holds other models — 49 of them
 from 17 families (torchvision and timm CNNs, vision transformers and hybrids, MLP-Mixers, Hugging
 Face encoders and decoders, recurrent nets, 1-D convolutional audio nets, plain MLPs) — all with
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftmodel.zoo import ZooModel, image_inputs, lookup, mlp, token_inputs, torchvision_model
+from ftmodel.tools.zoo import ZooModel, image_inputs, lookup, mlp, token_inputs, torchvision_model
 
 __all__ = ["CORPUS", "FAMILIES", "get_corpus_model", "held_out", "is_held_out", "tuning"]
 
@@ -279,4 +279,4 @@ def tuning() -> tuple[str, ...]:
 def get_corpus_model(name: str) -> ZooModel:
     """The corpus entry called ``name`` (case-insensitive), or an error listing the names."""
     return lookup(CORPUS, "corpus model", name,
-                  "See ftmodel.corpus.CORPUS for the validation corpus.")
+                  "See ftmodel.tools.corpus.CORPUS for the validation corpus.")

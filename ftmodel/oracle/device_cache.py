@@ -8,8 +8,8 @@ What is memoised
 * **Per kernel**: :meth:`~ftmodel.api.Predictor.hot_cold_times_s`, a pure function of each
   kernel's work (module path and operand storage ids aside), with the warnings pricing it
   raises.
-* **Per segment** (a :class:`~ftmodel.segment_trace.SegmentTrace` of an eager program assembled
-  by :meth:`ftmodel.trace_cache.TraceCache.assemble_eager_parts`): its kernels' (hot, cold)
+* **Per segment** (a :class:`~ftmodel.oracle.segment_trace.SegmentTrace` of an eager program assembled
+  by :meth:`ftmodel.oracle.trace_cache.TraceCache.assemble_eager_parts`): its kernels' (hot, cold)
   arrays, read from the per-kernel memo, their own host costs and bytes moved (what the
   timeline reads of each kernel), and its :func:`~ftmodel.estimate.cache.operand_events` with
   the segment's own storage ids.
@@ -33,9 +33,9 @@ import numpy as np
 from ftmodel.api import KernelArrays, Predictor
 from ftmodel.estimate.cache import OperandEvents, operand_events
 from ftmodel.estimate.timeline import kernel_host_costs_s
-from ftmodel.frameworks.base import Kernel, Program, entry_launches
-from ftmodel.segment_trace import SegmentTrace
-from ftmodel.trace_cache import MAX_PLACEMENTS, Part
+from ftmodel.program import Kernel, Program, entry_launches
+from ftmodel.oracle.segment_trace import SegmentTrace
+from ftmodel.oracle.trace_cache import MAX_PLACEMENTS, Part
 
 __all__ = ["DeviceCache", "program_events"]
 
@@ -178,7 +178,7 @@ def _bytes(kernels: Sequence[Kernel]) -> np.ndarray:
 
 
 def _map_sids(sid: np.ndarray, base: Any, in_sid: Any, in_global: Any) -> np.ndarray:
-    """Segment-local storage ids -> the program's, as :func:`ftmodel.trace_cache._gmap` maps
+    """Segment-local storage ids -> the program's, as :func:`ftmodel.oracle.trace_cache._gmap` maps
     them (per event, or one value for all): the input's (``in_sid``) becomes ``in_global``,
     the others are numbered after ``base``, skipping the input's."""
     return np.where(sid == in_sid, in_global, sid + base - (sid > in_sid))
@@ -187,7 +187,7 @@ def _map_sids(sid: np.ndarray, base: Any, in_sid: Any, in_global: Any) -> np.nda
 def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:
     """The operand events of the program assembled from ``parts``, from each part's events with
     its own storage ids and kernel indices (``local``): kernel indices shifted by the kernels
-    before the part, storage ids mapped as :func:`ftmodel.trace_cache._gmap` maps them (the
+    before the part, storage ids mapped as :func:`ftmodel.oracle.trace_cache._gmap` maps them (the
     input's to ``in_global`` when given, the others numbered from ``base`` on), and the id of a
     kernel without operand identities (``-1 - index``) renumbered with its index."""
     n = len(parts)

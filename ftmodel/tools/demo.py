@@ -18,7 +18,7 @@ def run_demo(recalibrate: bool = False) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ftmodel.zoo import get_model
+    from ftmodel.tools.zoo import get_model
     console = Console()
     path = default_profile_path("local-cpu")
     try:
@@ -27,7 +27,7 @@ def run_demo(recalibrate: bool = False) -> int:
         load_profile(path)
         console.print(f"using this machine's profile {path}")
     except ProfileError:
-        from calibration.suite import calibrate
+        from ftmodel.calibration.suite import calibrate
         console.print("calibrating this machine (quick mode, 1-2 min on a 2-core machine) ...")
         calibrate("cpu", ("eager",), path, quick=True, threads=2)
         console.print(f"wrote {path}")

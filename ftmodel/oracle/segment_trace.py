@@ -1,4 +1,4 @@
-"""Tracing one segment of a chain model on its own, for :mod:`ftmodel.trace_cache`.
+"""Tracing one segment of a chain model on its own, for :mod:`ftmodel.oracle.trace_cache`.
 
 A segment is traced on a fake input (:class:`TensorMeta`) with the ordinary tracer; what the
 assembly needs besides its records is which storage ids its input and output have inside the
@@ -63,7 +63,7 @@ class SegmentTrace:
     counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters (see _COUNTERS)
 
 
-# Trace fields ftmodel.trace_cache.TraceCache.assemble builds itself; every other field must be
+# Trace fields ftmodel.oracle.trace_cache.TraceCache.assemble builds itself; every other field must be
 # an integer counter of events inside the forward (e.g. n_py_calls), summed over segments
 # (Sequential containers are torch code and add none). A field of another kind makes traces
 # unassemblable.

@@ -16,7 +16,7 @@ lists, dicts, sets, dtypes, devices, enums), functions or classes (by identity),
 module make it :class:`Uncacheable` (it is then traced every time).
 
 The plan of a model (:func:`plan_of`: its segments, in call order, and their keys) is what
-:class:`ftmodel.trace_cache.TraceCache` assembles a trace from.
+:class:`ftmodel.oracle.trace_cache.TraceCache` assembles a trace from.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ftmodel.errors import FtmodelError
 from ftmodel.tracing.dispatch import to_meta
 from ftmodel.tracing.inputs import InputSpec, ModelInputs, as_inputs, resolve_inputs
-from ftmodel.segment_trace import TensorMeta
+from ftmodel.oracle.segment_trace import TensorMeta
 
 __all__ = [
     "Plan",
@@ -238,7 +238,7 @@ def _is_chain(m: nn.Module) -> bool:
 def plan_of(model: nn.Module, intern: dict[Hashable, int] | None = None) -> Plan:
     """Open ``model`` into segments and compute the structure keys (see the module doc).
 
-    ``intern`` (e.g. :attr:`ftmodel.trace_cache.TraceCache.intern`) numbers the distinct keys, so the plan's keys
+    ``intern`` (e.g. :attr:`ftmodel.oracle.trace_cache.TraceCache.intern`) numbers the distinct keys, so the plan's keys
     are small ints, equal for equal structures and comparable only with keys made with the same
     ``intern``; it grows with the number of distinct module structures seen."""
     steps: list[tuple[str, nn.Module | None]] = []

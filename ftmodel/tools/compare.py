@@ -1,6 +1,6 @@
 """Which framework is fastest for a model on a device, per batch size (prediction only).
 
-    from ftmodel.compare import compare_frameworks
+    from ftmodel.tools.compare import compare_frameworks
     table = compare_frameworks(model, "rtx8000", [1, 8, 64])
     table.fastest(1)             # -> "onnxruntime"
     table.rows()                 # one row per batch: each framework's latency and regime

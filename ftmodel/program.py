@@ -1,0 +1,78 @@
+"""What a framework launches: the Program a Trace lowers to.
+
+A :class:`Kernel` is one device kernel (possibly several fused aten ops) with the work of its
+members at the kernel boundary. A :class:`Program` is the ordered kernels plus the host events
+the framework pays for on the CPU (module calls, Python-level torch calls, views, allocations),
+counted by kind. Lowerings (:mod:`ftmodel.frameworks`) produce Programs; the estimate layer
+(:mod:`ftmodel.estimate`) prices them; neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Kernel", "Program", "entry_launches", "kernel_events"]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One device kernel launch and the work it does."""
+
+    op_class: str
+    macs: int
+    bytes_read: int
+    bytes_written: int
+    module_path: str
+    members: tuple[str, ...]  # aten ops (or runtime nodes) fused into this kernel
+    dtype: str = "float32"
+    variant: str = ""  # refines op_class for device time: "inplace", "math", "math_inplace"
+    bytes_weights: int = 0  # part of bytes_read that is model parameters / buffers
+    # (storage id, bytes) of each operand read / result written, when the lowering knows them
+    # (eager: from the trace); the cache model uses them to tell warm operands from cold ones
+    reads: tuple[tuple[int, int], ...] = ()
+    writes: tuple[tuple[int, int], ...] = ()
+    # launched from C++ inside a Python call that launched an earlier kernel (OpRecord.inner;
+    # eager only): no Python between the two, so no per-call Python cost
+    inner: bool = False
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:
+    """1.0 for each kernel the model's Python launched, 0.0 for one C++ launched inside the
+    same call after an earlier kernel (``Kernel.inner``: a fused RNN's steps)."""
+    return np.fromiter((0.0 if k.inner else 1.0 for k in kernels), np.float64, len(kernels))
+
+
+@dataclass(frozen=True)
+class Program:
+    """The kernels one forward call launches and the host events around them."""
+
+    framework: str
+    kernels: tuple[Kernel, ...]
+    host_events: Mapping[str, int]  # event kind -> count; kernel events are "kernel:<class>"
+    batch: int | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_launches(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def n_python_launches(self) -> int:
+        """Kernels the model's Python launched (not ``Kernel.inner``)."""
+        return int(entry_launches(self.kernels).sum())
+
+    @property
+    def macs(self) -> int:
+        return sum(k.macs for k in self.kernels)
+
+
+def kernel_events(kernels: tuple[Kernel, ...]) -> Counter[str]:
+    return Counter(f"kernel:{k.op_class}" for k in kernels)
