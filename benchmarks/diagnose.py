@@ -48,7 +48,7 @@ def main() -> None:
     pred = Predictor("eager", read_profile(args.profile))
     tr = pred.trace(model, zm.make_inputs, args.batch)
     prog = pred.framework.lower(tr)
-    ks = pred.device_times_s(prog.kernels)
+    ks = pred.kernel_arrays(prog.kernels).device_s
     hs = host_costs_s(prog, pred.fw_host, [])
     pred_by_op: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for k, d, h in zip(prog.kernels, ks, hs):

@@ -112,7 +112,7 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                     lambda m=module, a=on_dev: m(*a), device)
             except FrameworkUnsupported:
                 continue
-            tl = predictor.timeline(prog, [])
+            tl = predictor.program_timeline(prog)
             rows.append(_Row((net.name, b), tl.host_s, tl.device_s,
                              np.array([k.bytes_total for k in prog.kernels], dtype=float)))
     dev_meas = measure_interleaved(device_fns, device=device, rounds=rounds, round_s=0.02,

@@ -64,7 +64,7 @@ from ftmodel.calibration.sweep_stage import caller, class_stage, measure_group, 
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import eager
-from ftmodel.frameworks.base import canonical_framework, get_framework
+from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
@@ -72,10 +72,7 @@ from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_ke
                              last_level_cache_bytes, measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["calibrate", "SUPPORTED_FRAMEWORKS"]
-
-SUPPORTED_FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor", "cudagraphs")
-GPU_ONLY_FRAMEWORKS = ("cudagraphs",)  # captured CUDA graphs: calibrated on a GPU only
+__all__ = ["calibrate"]
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -163,7 +160,7 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
                                                    device=partial.device.type, dtype="fp32")
                 except FrameworkUnsupported:
                     continue
-            tl = predictor.timeline(prog, [])
+            tl = predictor.program_timeline(prog)
             # host side as predicted, per-call cost included (0 for eager)
             rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches))
@@ -205,11 +202,12 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     provenance lists each update.
     """
     fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
-    unknown = [f for f in fws if f not in SUPPORTED_FRAMEWORKS]
+    supported = framework_names(runnable=True)  # the ones calibration can run and time
+    unknown = [f for f in fws if f not in supported]
     if unknown:
         raise InvalidArgumentError(f"cannot calibrate framework(s) {unknown}; supported: "
-                                   f"{', '.join(SUPPORTED_FRAMEWORKS)}")
-    gpu_only = [f for f in fws if f in GPU_ONLY_FRAMEWORKS]
+                                   f"{', '.join(supported)}")
+    gpu_only = [f for f in fws if get_framework(f).needs_gpu]  # e.g. captured CUDA graphs
     if gpu_only and not device.startswith("cuda"):
         raise InvalidArgumentError(
             f"framework(s) {gpu_only} run on a GPU only and cannot be calibrated on "

@@ -12,21 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+import os
+from typing import Any, Union, cast, overload
 
 import numpy as np
 import torch
 from torch import nn
 
+from ftmodel.deprecation import renamed
 from ftmodel.errors import InvalidArgumentError, ProfileError
 from ftmodel.estimate.allocator import page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
-from ftmodel.estimate.timeline import Timeline, crossover, host_costs_s, run_timeline
+from ftmodel.estimate.timeline import (Timeline, crossover, host_costs_s, kernel_host_costs_s,
+                                       run_timeline)
 from ftmodel.frameworks.base import Framework, get_framework
 from ftmodel.program import Kernel, Program, entry_launches
-from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostProfile
+from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostOnlyProfile, HostProfile
 from ftmodel.plain_objects import maker
 from ftmodel.prediction import KernelArrays, LayerCost, Prediction
 from ftmodel.hardware.registry import (
@@ -40,7 +43,13 @@ from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
 
 __all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
-           "trace", "load_profile", "resolve_profile", "DTYPES", "Predictor"]
+           "trace", "load_profile", "resolve_profile", "DTYPES", "Predictor", "DeviceSpec",
+           "HostSpec"]
+
+# What names a device: a profile name ("a100", "cpu", "auto"), a profile file, or a profile.
+DeviceSpec = Union[str, os.PathLike[str], HardwareProfile]
+# What names a host half: the same, a host-only profile, or a HostProfile itself.
+HostSpec = Union[str, os.PathLike[str], HardwareProfile, HostOnlyProfile, HostProfile]
 
 HEAPS = ("plain", "kept")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -56,17 +65,17 @@ def _canonical_dtype(dtype: str) -> str:
     return key
 
 
-def resolve_profile(gpu: Any) -> HardwareProfile:
-    """The profile ``gpu`` names: "auto" (the local GPU via NVML, else this machine's
+def resolve_profile(device: DeviceSpec) -> HardwareProfile:
+    """The profile ``device`` names: "auto" (the local GPU via NVML, else this machine's
     calibrated CPU profile), a built-in name, a profile path, or a HardwareProfile itself."""
-    if isinstance(gpu, str) and gpu.strip().lower() == "auto":
+    if isinstance(device, str) and device.strip().lower() == "auto":
         from ftmodel.hardware.nvml import local_gpu_profile_name
         name = local_gpu_profile_name()
         return load_profile(name if name is not None else "local-cpu")
-    return load_profile(gpu)
+    return load_profile(device)
 
 
-def _framework_host(profile: HardwareProfile, host: Any, fw: Framework,
+def _framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framework,
                     warnings: list[str]) -> tuple[FrameworkHost, HostProfile]:
     host_prof: HostProfile | None
     if host is not None:
@@ -141,7 +150,8 @@ _make_layer = maker(LayerCost)
 
 def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
     """The kernel at continuous batch b: its work affine through batch b1 and b1 + 1."""
-    lin = lambda a, c: int(max(0.0, a + (c - a) * (b - b1)))  # noqa: E731
+    def lin(a: int, c: int) -> int:
+        return int(max(0.0, a + (c - a) * (b - b1)))
 
     def operands(o1: tuple[tuple[int, int], ...], o2: tuple[tuple[int, int], ...]
                  ) -> tuple[tuple[int, int], ...]:
@@ -158,8 +168,10 @@ def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
 class Predictor:
     """Predictions for one framework and profile; reuses device curves across calls."""
 
-    def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
-                 dtype: str = "fp32", heap: str = "plain") -> None:
+    def __init__(self, framework: str, device: DeviceSpec = "auto", *,
+                 host: HostSpec | None = None, dtype: str = "fp32", heap: str = "plain",
+                 gpu: DeviceSpec | None = None) -> None:
+        device = renamed("device", device, "auto", "gpu", gpu)
         if heap not in HEAPS:
             raise InvalidArgumentError(
                 f"heap must be one of {', '.join(map(repr, HEAPS))}, got {heap!r}: 'plain' "
@@ -167,13 +179,13 @@ class Predictor:
                 "stays mapped (jemalloc, tcmalloc, ftmodel.measure.keep_heap)")
         self.framework = get_framework(framework)
         self.framework.check_installed()
-        self.profile = resolve_profile(gpu)
+        self.profile = resolve_profile(device)
         self.dtype = _canonical_dtype(dtype)
         self.warnings: list[str] = []
         if self.framework.needs_gpu and self.profile.device.type == "cpu":
             raise InvalidArgumentError(
                 f"framework {self.framework.name!r} needs a GPU profile, but {self.profile.name!r}"
-                " is a CPU profile; pass gpu= a built-in GPU name (see `ftmodel profiles`)")
+                " is a CPU profile; pass device= a built-in GPU name (see `ftmodel profiles`)")
         if self.dtype not in self.profile.device.dtypes:
             raise InvalidArgumentError(
                 f"dtype {self.dtype!r} is not supported by profile {self.profile.name!r} "
@@ -191,14 +203,14 @@ class Predictor:
 
     def lower(self, model: nn.Module, inputs: InputSpec, batch: int, trace: Trace) -> Program:
         """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
-        counted from the framework's own artifact where it has one, with the device's helper
-        kernels."""
+        counted from the framework's own artifact where it has one, lowered for this profile's
+        device (TorchScript's GPU fusion groups included), with the device's helper kernels."""
         return self.with_helpers(self.framework.program(
-            model, inputs, batch, trace, device=self.profile.device.type, dtype=self.dtype))
+            model, inputs, batch, trace, device=self.profile.device, dtype=self.dtype))
 
     def with_helpers(self, program: Program) -> Program:
-        """``program`` with the helper kernels cuDNN/cuBLAS launch below the aten level on this
-        device (and TorchScript's GPU fusion groups)."""
+        """``program`` (lowered for this device) with the helper kernels cuDNN/cuBLAS launch
+        below the aten level on this device."""
         return expand_launches(program, self.profile.device, self.framework.name)
 
     def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
@@ -207,53 +219,60 @@ class Predictor:
         of each kernel (module path and operand ids aside), so it may be cached per kernel."""
         return self.device_model.hot_cold_times_s(kernels, warnings)
 
-    def device_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None,
-                       hot_cold: tuple[np.ndarray, np.ndarray] | None = None,
+    def device_times_s(self, kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndarray,
                        events: OperandEvents | None = None) -> np.ndarray:
         """Device seconds of each kernel of this sequence, before the timeline's in-model terms.
 
-        Each kernel's hot and cold times (``hot_cold``, e.g. cached from
-        :meth:`hot_cold_times_s`) are blended by the share of its operands that is cold, which
-        depends on the whole sequence (:func:`ftmodel.estimate.cache.cold_fractions`; ``events``:
-        the sequence's :func:`~ftmodel.estimate.cache.operand_events`, if already known): pass
-        the program's full kernel sequence, not a part of it.
+        Each kernel's ``hot`` and ``cold`` times (:meth:`hot_cold_times_s`) are blended by the
+        share of its operands that is cold, which depends on the whole sequence
+        (:func:`ftmodel.estimate.cache.cold_fractions`; ``events``: the sequence's
+        :func:`~ftmodel.estimate.cache.operand_events`, if already known): pass the program's
+        full kernel sequence, not a part of it.
         """
-        hot, cold = hot_cold if hot_cold is not None else self.hot_cold_times_s(kernels, warnings)
         if not self.device_model.has_cold_data:
             return hot
         frac = cold_fractions(kernels, self.device_model.cache, events)
         return blend_hot_cold(hot, cold, frac)
 
-    def timeline(self, program: Program, warnings: list[str],
-                 device_s: np.ndarray | None = None, known: KernelArrays | None = None,
-                 faults: np.ndarray | None = None) -> Timeline:
-        """``device_s``: :meth:`device_times_s` of the program's kernels, if already known;
-        ``known``: the same and the kernels' own host costs and bytes (a NAS oracle's memo);
-        ``faults``: :meth:`page_faults` of the program, if already known."""
+    def kernel_arrays(self, kernels: Sequence[Kernel]) -> KernelArrays:
+        """The per-kernel stage of pricing a program: each kernel's device seconds, own host
+        seconds, bytes moved and whether Python launched it, with the warnings pricing raised.
+        ``kernels``: the program's whole kernel sequence (cold operands depend on it)."""
+        warnings: list[str] = []
+        hot, cold = self.hot_cold_times_s(kernels, warnings)
+        return KernelArrays(
+            self.device_times_s(kernels, hot, cold), kernel_host_costs_s(kernels, self.fw_host),
+            np.array([k.bytes_total for k in kernels], dtype=np.float64),
+            entry_launches(kernels), tuple(warnings))
+
+    def timeline(self, program: Program, arrays: KernelArrays, faults: np.ndarray,
+                 warnings: list[str]) -> Timeline:
+        """The host and device timelines of ``program`` from its :meth:`kernel_arrays` and
+        :meth:`page_faults`; warnings (unpriced host events, then ``arrays``') are appended to
+        ``warnings``."""
         dev = self.profile.device
-        if known is not None:
-            device_s = known.device_s
-        host_s = host_costs_s(program, self.fw_host, warnings,
-                              None if known is None else known.own_host_s)
-        if device_s is None:
-            device_s = self.device_times_s(program.kernels, warnings)
+        host_s = host_costs_s(program, self.fw_host, warnings, arrays.own_host_s)
+        warnings.extend(arrays.warnings)
+        device_s = arrays.device_s
         im = self.fw_host.in_model
         if im:
-            moved = (known.bytes_total if known is not None else
-                     np.array([k.bytes_total for k in program.kernels], dtype=np.float64))
             # the in-model cost per kernel is Python's (glue, arguments, module machinery): a
             # kernel C++ launched inside the same call (Kernel.inner) does not pay it
-            entry = known.entry if known is not None else entry_launches(program.kernels)
-            host_s = host_s * im.get("host_scale", 1.0) + im.get("per_kernel_s", 0.0) * entry
+            host_s = (host_s * im.get("host_scale", 1.0)
+                      + im.get("per_kernel_s", 0.0) * arrays.entry)
             device_s = (device_s * im.get("device_scale", 1.0)
-                        + moved * im.get("per_byte_s", 0.0))
+                        + arrays.bytes_total * im.get("per_byte_s", 0.0))
         if self.page_fault_s > 0.0:
-            if faults is None:
-                faults = self.page_faults(program)
             host_s = host_s + faults * self.page_fault_s
         return run_timeline(host_s, device_s, execution=dev.execution,
                             per_call_s=self.fw_host.per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
+
+    def program_timeline(self, program: Program, warnings: list[str] | None = None
+                         ) -> Timeline:
+        """:meth:`timeline` of ``program`` with its kernel arrays and page faults computed."""
+        return self.timeline(program, self.kernel_arrays(program.kernels),
+                             self.page_faults(program), [] if warnings is None else warnings)
 
     def page_faults(self, program: Program) -> np.ndarray:
         """Page faults per kernel of ``program`` in the heap state predicted (zeros when the
@@ -268,14 +287,15 @@ class Predictor:
             warnings.append("crossover batch not computed: the kernel sequence changes with "
                             "batch size")
             return None
-        tl1 = self.timeline(p1, [])
-        overhead = tl1.overhead_s
+        overhead = self.program_timeline(p1).overhead_s
 
         def compute_at(b: float) -> float:
             ks = tuple(_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels))
             im = self.fw_host.in_model
             moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
-            return im.get("device_scale", 1.0) * float(self.device_times_s(ks).sum()) + moved
+            hot, cold = self.hot_cold_times_s(ks, [])
+            device_s = self.device_times_s(ks, hot, cold)
+            return im.get("device_scale", 1.0) * float(device_s.sum()) + moved
 
         return crossover(lambda b: overhead, compute_at)
 
@@ -298,15 +318,16 @@ class Predictor:
         # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the
         # copies it needs from batch 2 on (BERT: 201 kernels at batch 1, 237 after)
         xover = self.crossover(program(2), program(3), warn_x)
-        return [self.prediction(program(b), b, xover, warn_x) for b in batches]
+        return [self.prediction(program(b), self.kernel_arrays(program(b).kernels), b, xover,
+                                warn_x) for b in batches]
 
-    def prediction(self, program: Program, batch: int, crossover_batch: float | None,
-                   crossover_warnings: Sequence[str] = (),
-                   known: KernelArrays | None = None) -> Prediction:
-        """The Prediction for one lowered ``program`` (``known``: see :meth:`timeline`)."""
+    def prediction(self, program: Program, arrays: KernelArrays, batch: int,
+                   crossover_batch: float | None, crossover_warnings: Sequence[str] = ()
+                   ) -> Prediction:
+        """The Prediction for one lowered ``program`` from its :meth:`kernel_arrays`."""
         warnings = list(self.warnings)
         faults = self.page_faults(program)
-        tl = self.timeline(program, warnings, known=known, faults=faults)
+        tl = self.timeline(program, arrays, faults, warnings)
         warnings += list(program.warnings) + list(crossover_warnings)
         return Prediction(
             framework=self.framework.name, device=self.profile.name, batch=batch,
@@ -320,13 +341,30 @@ class Predictor:
         )
 
 
-def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto",
+@overload
+def predict_latency(model: nn.Module, framework: str = ..., device: DeviceSpec = ...,
+                    batch: int = ..., *, inputs: InputSpec = ..., dtype: str = ...,
+                    host: HostSpec | None = ..., heap: str = ...,
+                    gpu: DeviceSpec | None = ...) -> Prediction: ...
+
+
+@overload
+def predict_latency(model: nn.Module, framework: str = ..., device: DeviceSpec = ...,
+                    batch: Sequence[int] = ..., *, inputs: InputSpec = ..., dtype: str = ...,
+                    host: HostSpec | None = ..., heap: str = ...,
+                    gpu: DeviceSpec | None = ...) -> list[Prediction]: ...
+
+
+def predict_latency(model: nn.Module, framework: str = "eager", device: DeviceSpec = "auto",
                     batch: int | Sequence[int] = 1, *, inputs: InputSpec = None,
-                    dtype: str = "fp32", host: Any = None, heap: str = "plain") -> Any:
+                    dtype: str = "fp32", host: HostSpec | None = None, heap: str = "plain",
+                    gpu: DeviceSpec | None = None) -> Prediction | list[Prediction]:
     """Predict the inference latency of ``model`` (a Prediction, or a list for a list of batches).
 
-    ``gpu`` is a built-in profile name, a calibrated profile path or object, or "auto" (the local
-    GPU via NVML, else this machine's calibrated CPU profile). ``host`` overrides the host half.
+    ``device`` is a built-in profile name (``"a100"``, ``"cpu"``: this machine's calibrated
+    profile), a calibrated profile path or object, or "auto" (the local GPU via NVML, else this
+    machine's calibrated CPU profile); ``gpu=`` is its deprecated spelling. ``host`` overrides
+    the host half.
     ``heap`` is the malloc state predicted on a CPU: ``"plain"`` (default: a process with glibc's
     default malloc, which maps large freed blocks afresh and page-faults them in every forward
     pass, simulated from the traced allocations at the profile's calibrated price per page; see
@@ -334,23 +372,22 @@ def predict_latency(model: nn.Module, framework: str = "eager", gpu: Any = "auto
     mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`). Eager and
     TorchScript only; other frameworks and GPU predictions are unchanged by it.
     """
+    device = renamed("device", device, "auto", "gpu", gpu)
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    predictor = Predictor(framework, gpu, host=host, dtype=dtype, heap=heap)
+    predictor = Predictor(framework, device, host=host, dtype=dtype, heap=heap)
     if isinstance(batch, (list, tuple, range, np.ndarray)):
         return predictor.predict(model, [int(b) if isinstance(b, np.integer) else b
                                          for b in batch], inputs)
     if isinstance(batch, np.integer):
         batch = int(batch)
-    return predictor.predict(model, [batch], inputs)[0]  # type: ignore[list-item]
+    return predictor.predict(model, [cast(int, batch)], inputs)[0]  # checked by check_batch
 
 
-def crossover_batch(model: nn.Module, framework: str = "eager", gpu: Any = "auto", *,
-                    inputs: InputSpec = None, dtype: str = "fp32", host: Any = None
-                    ) -> float | None:
+def crossover_batch(model: nn.Module, framework: str = "eager", device: DeviceSpec = "auto", *,
+                    inputs: InputSpec = None, dtype: str = "fp32", host: HostSpec | None = None,
+                    gpu: DeviceSpec | None = None) -> float | None:
     """The batch size at which ``model`` turns compute-bound (None: one regime throughout)."""
-    return predict_latency(model, framework, gpu, 1, inputs=inputs, dtype=dtype,
+    device = renamed("device", device, "auto", "gpu", gpu)
+    return predict_latency(model, framework, device, 1, inputs=inputs, dtype=dtype,
                            host=host).crossover_batch
-
-
-

@@ -12,7 +12,8 @@ __all__ = ["KernelArrays", "LayerCost", "Prediction"]
 
 
 class KernelArrays(NamedTuple):
-    """Per kernel of a program, what :meth:`Predictor.timeline` computes from the kernels alone:
+    """Per kernel of a program, what :meth:`Predictor.kernel_arrays` computes from the kernels
+    alone (the input of :meth:`Predictor.timeline`):
     device seconds (:meth:`Predictor.device_times_s`), own host seconds
     (:func:`~ftmodel.estimate.timeline.kernel_host_costs_s`), bytes moved and
     :func:`~ftmodel.program.entry_launches`."""
@@ -21,6 +22,7 @@ class KernelArrays(NamedTuple):
     own_host_s: np.ndarray
     bytes_total: np.ndarray
     entry: np.ndarray  # 1.0 for a kernel the Python code launched, 0.0 for Kernel.inner
+    warnings: tuple[str, ...] = ()  # raised while pricing the kernels
 
 
 @dataclass(frozen=True)

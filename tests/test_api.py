@@ -98,7 +98,7 @@ def test_layers_sum_a_paths_kernels_in_order(tiny_profile: HardwareProfile) -> N
     from ftmodel.api import Predictor
     pred = Predictor("eager", tiny_profile)
     program = pred.lower(model, torch.randn(2, IN), 2, pred.trace(model, torch.randn(2, IN), 2))
-    tl = pred.timeline(program, [])
+    tl = pred.program_timeline(program)
     want: dict[str, list[Any]] = {}
     for k, o, d in zip(program.kernels, tl.host_s.tolist(), tl.device_s.tolist()):
         row = want.setdefault(k.module_path, [0, 0, 0.0, 0.0])
@@ -162,8 +162,63 @@ def test_crossover_batch_function(mlp: nn.Module, tiny_profile: HardwareProfile,
 
 
 def test_package_exports() -> None:
+    from ftmodel import errors
+    from ftmodel.hardware.registry import list_profiles
+    from ftmodel.oracle.cost_oracle import CostOracle
+    from ftmodel.tools.compare import compare_frameworks
     assert ftmodel.predict_latency is predict_latency
-    assert callable(ftmodel.load_profile) and callable(ftmodel.trace)
+    assert ftmodel.CostOracle is CostOracle and ftmodel.compare_frameworks is compare_frameworks
+    assert ftmodel.list_profiles is list_profiles
+    assert "a100-sxm4-80gb" in {e.name for e in ftmodel.list_profiles()}
+    for name in ftmodel.__all__:
+        assert hasattr(ftmodel, name), name
+    public_errors = {n for n in errors.__all__ if isinstance(getattr(errors, n), type)}
+    assert public_errors <= set(ftmodel.__all__), public_errors - set(ftmodel.__all__)
+
+
+# ---- one spelling for the device, one for batch -----------------------------------------------
+
+def test_device_keyword_and_its_deprecated_spelling(mlp: nn.Module,
+                                                    tiny_profile: HardwareProfile) -> None:
+    x = torch.randn(1, IN)
+    by_position = predict_latency(mlp, "eager", tiny_profile, 2, inputs=x)
+    by_keyword = predict_latency(mlp, "eager", device=tiny_profile, batch=2, inputs=x)
+    assert by_keyword.latency_s == by_position.latency_s
+    with pytest.warns(DeprecationWarning, match=r"gpu= is deprecated; use device="):
+        old = predict_latency(mlp, "eager", gpu=tiny_profile, batch=2, inputs=x)
+    assert old.latency_s == by_position.latency_s
+    with pytest.warns(DeprecationWarning, match="gpu="):
+        assert crossover_batch(mlp, gpu=tiny_profile, inputs=x) == by_position.crossover_batch
+    with pytest.raises(InvalidArgumentError, match="pass device= only"):
+        predict_latency(mlp, "eager", tiny_profile, 2, inputs=x, gpu=tiny_profile)
+
+
+def test_oracle_and_compare_take_the_same_spellings(mlp: nn.Module,
+                                                    tiny_profile: HardwareProfile) -> None:
+    x = torch.randn(1, IN)
+    expected = predict_latency(mlp, "eager", tiny_profile, [1, 4], inputs=x)
+    oracle = ftmodel.CostOracle("eager", device=tiny_profile, heap="plain")
+    assert [p.latency_s for p in oracle.latency(mlp, [1, 4], x)] == \
+        [p.latency_s for p in expected]
+    with pytest.warns(DeprecationWarning, match="batches= is deprecated; use batch="):
+        res = oracle.latencies([mlp], batches=[1, 4], inputs=x)
+    assert res.latency_s.tolist() == [[p.latency_s for p in expected]]
+    with pytest.warns(DeprecationWarning, match="gpu="):
+        ftmodel.CostOracle("eager", gpu=tiny_profile)
+    with pytest.warns(DeprecationWarning, match="gpu="):
+        cmp = ftmodel.compare_frameworks(mlp, gpu=tiny_profile, batch=[1, 4], inputs=x,
+                                         frameworks=["eager"])
+    assert [p.latency_s for p in cmp.predictions["eager"]] == [p.latency_s for p in expected]
+
+
+def test_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch,
+                                             tiny_profile: HardwareProfile) -> None:
+    import sys
+    from ftmodel.errors import MissingExtraError
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime -> ImportError
+    with pytest.raises(MissingExtraError, match=r"pip install 'ftmodel\[onnxruntime\]'") as info:
+        ftmodel.Predictor("onnxruntime", tiny_profile)
+    assert info.value.extra == "onnxruntime" and isinstance(info.value, ImportError)
 
 
 # ---- framework names ----------------------------------------------------------------------------
@@ -328,7 +383,7 @@ def test_auto_uses_local_cpu_profile(mlp: nn.Module, tmp_path: Path, profile_fac
     monkeypatch.setenv("FTMODEL_HOME", str(home))
     monkeypatch.setattr("ftmodel.hardware.nvml.local_gpu_profile_name", lambda index=0: None)
     write_profile(profile_factory(name="local-cpu"), home / "profiles" / "local-cpu.json")
-    p = predict_latency(mlp, inputs=torch.randn(1, IN))  # framework="eager", gpu="auto"
+    p = predict_latency(mlp, inputs=torch.randn(1, IN))  # framework="eager", device="auto"
     assert p.device == "local-cpu" and p.framework == "eager"
 
 

@@ -10,7 +10,6 @@ Funnel Transformer slower than BERT despite fewer MACs. Models are built on the 
 from __future__ import annotations
 
 import csv
-import inspect
 import statistics
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from torch import nn
 
 import ftmodel
 from ftmodel.errors import InvalidArgumentError, ProfileError, UnknownNameError
-from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import HostProfile
@@ -28,13 +26,6 @@ from ftmodel.hardware.registry import list_profiles, load_host_profile, load_pro
 
 SPECS_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu_specs.csv"
 TRACES_CSV = SPECS_CSV.parent / "framework_tax" / "kernel_traces_rtx8000.csv"
-
-# The api.py / kernels.py side of issue 4 (launch expansion, per-dtype peaks, crossover from
-# batch 2 and 3, the default-host warning): predictions below need it.
-API_READY = ("dtype" in inspect.signature(DeviceModel.__init__).parameters
-             and hasattr(ftmodel.api, "expand_launches"))
-needs_api = pytest.mark.skipif(not API_READY, reason="needs the issue-4 change to api.py and "
-                                                     "estimate/kernels.py")
 
 transformers = pytest.importorskip("transformers")
 torchvision = pytest.importorskip("torchvision")
@@ -220,11 +211,10 @@ def test_host_profile_as_device_raises() -> None:
 
 
 def test_device_profile_as_host_raises() -> None:
-    with pytest.raises(ProfileError, match=r"spec-derived GPU device profile.*gpu='a100'"):
+    with pytest.raises(ProfileError, match=r"spec-derived GPU device profile.*device='a100'"):
         load_host_profile("a100")
 
 
-@needs_api
 def test_device_profile_as_host_raises_in_predict() -> None:
     with pytest.raises(ProfileError, match="spec-derived GPU device profile"):
         ftmodel.predict_latency(nn.Linear(4, 4), "eager", "rtx8000", inputs=torch.randn(1, 4),
@@ -238,7 +228,6 @@ def test_default_host_is_loadable() -> None:
     assert load_profile("a100").host is not None and load_profile("a100").host.name == "paper-host"
 
 
-@needs_api
 def test_default_host_warns(resnet50: nn.Module) -> None:
     p = ftmodel.predict_latency(resnet50, "eager", "a100", inputs=_images)
     assert any("default 'paper-host'" in w for w in p.warnings)
@@ -266,7 +255,6 @@ def test_resnet50_eager_launches_match_profiler(resnet50: nn.Module, dtype: str)
     assert abs(expanded.n_launches - measured) <= 0.1 * measured
 
 
-@needs_api
 def test_resnet50_predicted_launches_match_profiler(resnet50: nn.Module) -> None:
     p = ftmodel.predict_latency(resnet50, "eager", "rtx8000", 16, inputs=_images)
     assert abs(p.n_launches - _trace_launches("fp32")) <= 0.1 * _trace_launches("fp32")
@@ -293,7 +281,6 @@ def _ort_trace_launches(dtype: str) -> float:
     return float(statistics.median(statistics.median(v) for v in by_batch.values()))
 
 
-@needs_api
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_resnet50_onnxruntime_launches_match_profiler(dtype: str) -> None:
     pytest.importorskip("onnxruntime")
@@ -307,7 +294,6 @@ def test_resnet50_onnxruntime_launches_match_profiler(dtype: str) -> None:
 
 # ---- predictions of the paper's findings ------------------------------------------------------
 
-@needs_api
 @pytest.mark.parametrize("which", ["resnet50", "bert"])
 def test_flat_in_batch_up_to_the_crossover(which: str, request: pytest.FixtureRequest) -> None:
     model = request.getfixturevalue(which)
@@ -324,7 +310,6 @@ def test_flat_in_batch_up_to_the_crossover(which: str, request: pytest.FixtureRe
     assert ps[-1].regime == "compute-bound"
 
 
-@needs_api
 def test_bert_batch1_not_faster_on_a100_than_v100(bert: nn.Module) -> None:
     a100 = ftmodel.predict_latency(bert, "eager", "a100", 1)
     v100 = ftmodel.predict_latency(bert, "eager", "v100", 1)
@@ -332,7 +317,6 @@ def test_bert_batch1_not_faster_on_a100_than_v100(bert: nn.Module) -> None:
     assert a100.latency_s >= 0.95 * v100.latency_s  # 2.75x the peak buys nothing
 
 
-@needs_api
 def test_doubling_bert_width_barely_changes_batch1(bert: nn.Module) -> None:
     # Finding 4: width costs nothing *while framework-bound*. Doubling the width is 4x the GEMM
     # MACs, so at batch 1 the wide model does about BERT-Base's batch-4 work. In fp16 BERT-Base
@@ -352,7 +336,6 @@ def test_doubling_bert_width_barely_changes_batch1(bert: nn.Module) -> None:
     assert p.crossover_batch < base.crossover_batch
 
 
-@needs_api
 def test_funnel_slower_than_bert_despite_fewer_macs(bert: nn.Module) -> None:
     funnel = _hf("FunnelModel", transformers.FunnelConfig())
     b = ftmodel.predict_latency(bert, "eager", "rtx8000", 1)

@@ -76,5 +76,5 @@ def test_in_model_cost_per_kernel_is_paid_per_python_launch(profile_factory: Any
     per_kernel = 1e-3
     base = Predictor("eager", _in_model_profile(profile_factory, 0.0), heap="kept")
     taxed = Predictor("eager", _in_model_profile(profile_factory, per_kernel), heap="kept")
-    extra = taxed.timeline(program, []).overhead_s - base.timeline(program, []).overhead_s
+    extra = taxed.program_timeline(program).overhead_s - base.program_timeline(program).overhead_s
     assert extra == pytest.approx(per_kernel * program.n_python_launches, rel=1e-9)

@@ -42,7 +42,7 @@ def test_curves_skip_frameworks_the_profile_cannot_price(tiny_profile: HardwareP
 def test_curves_reject_unknown_names_and_empty_input(tiny_profile: HardwareProfile) -> None:
     with pytest.raises(UnknownNameError, match="Did you mean 'eager'"):
         framework_curves(_mlp(), ["eagr"], tiny_profile, [1], inputs=X)
-    with pytest.raises(InvalidArgumentError, match="batches is empty"):
+    with pytest.raises(InvalidArgumentError, match="batch is empty"):
         framework_curves(_mlp(), ["eager"], tiny_profile, [], inputs=X)
     with pytest.raises(InvalidArgumentError, match="frameworks is empty"):
         framework_curves(_mlp(), [], tiny_profile, [1], inputs=X)

@@ -125,7 +125,7 @@ def _not_a_device(name: str) -> ProfileError:
     return ProfileError(
         f"{name!r} is a host-only profile (per-framework dispatch costs of a CPU, no device "
         f"half), so it cannot be the device: pass it as host={name!r} and a GPU name (see "
-        "`ftmodel profiles`) or a calibrated profile as gpu=")
+        "`ftmodel profiles`) or a calibrated profile as device=")
 
 
 @lru_cache(maxsize=64)
@@ -207,7 +207,7 @@ def _own_host(prof: HardwareProfile, name: str) -> HostProfile:
         raise ProfileError(
             f"{name!r} is a spec-derived GPU device profile: its host half is only the default "
             f"{prof.host.name!r}, not a host of its own, so it cannot be passed as host=. Pass it "
-            f"as gpu={name!r}; for host= pass a calibrated profile (`ftmodel calibrate`) or "
+            f"as device={name!r}; for host= pass a calibrated profile (`ftmodel calibrate`) or "
             f"{DEFAULT_HOST!r}")
     return prof.host
 

@@ -67,13 +67,14 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
 from torch import nn
 
-from ftmodel.api import DTYPES, Prediction, Predictor
+from ftmodel.api import DTYPES, DeviceSpec, HostSpec, Prediction, Predictor
+from ftmodel.deprecation import renamed
 from ftmodel.oracle.device_cache import DeviceCache
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.program import Program
@@ -144,11 +145,12 @@ class CostOracle:
     (``heap="plain"`` is accepted and approximate).
     """
 
-    def __init__(self, framework: str, gpu: Any = "auto", *, host: Any = None,
-                 dtype: str = "fp32", crossover: bool = False,
+    def __init__(self, framework: str, device: DeviceSpec = "auto", *,
+                 host: HostSpec | None = None, dtype: str = "fp32", crossover: bool = False,
                  trace_cache: TraceCache | None = None, max_programs: int | None = None,
-                 heap: str = "kept") -> None:
-        self.predictor = Predictor(framework, gpu, host=host, dtype=dtype, heap=heap)
+                 heap: str = "kept", gpu: DeviceSpec | None = None) -> None:
+        device = renamed("device", device, "auto", "gpu", gpu)
+        self.predictor = Predictor(framework, device, host=host, dtype=dtype, heap=heap)
         self.crossover = bool(crossover)
         self.traces = trace_cache if trace_cache is not None else TraceCache()
         if max_programs is None:
@@ -172,8 +174,16 @@ class CostOracle:
         return self.predictor.framework.name
 
     # -- public API ------------------------------------------------------------------------
+    @overload
+    def latency(self, model: nn.Module, batch: int = ..., inputs: InputSpec = ...
+                ) -> Prediction: ...
+
+    @overload
+    def latency(self, model: nn.Module, batch: Sequence[int] = ..., inputs: InputSpec = ...
+                ) -> list[Prediction]: ...
+
     def latency(self, model: nn.Module, batch: int | Sequence[int] = 1,
-                inputs: InputSpec = None) -> Any:
+                inputs: InputSpec = None) -> Prediction | list[Prediction]:
         """The Prediction for ``model`` at ``batch`` (a list for a list of batches); errors
         are raised, as by ``predict_latency``."""
         if not isinstance(model, nn.Module):
@@ -185,16 +195,19 @@ class CostOracle:
             return self._predict(model, [check_batch(batch)], inputs)[0]
 
     def latencies(self, models: Mapping[Any, nn.Module] | Iterable[nn.Module],
-                  batches: int | Sequence[int] = 1, inputs: InputSpec = None) -> OracleResult:
-        """Predictions for every candidate at every batch.
+                  batch: int | Sequence[int] = 1, inputs: InputSpec = None, *,
+                  batches: int | Sequence[int] | None = None) -> OracleResult:
+        """Predictions for every candidate at every batch in ``batch`` (``batches=``: its
+        deprecated spelling).
 
         ``models`` is a mapping from a candidate's configuration (any hashable description) to
         its module, or an iterable of modules (their positions name them). A candidate that
         fails (cannot be traced, unsupported by the framework, ...) is skipped and reported in
         ``failures`` and as a warning, naming its configuration; the others are predicted.
         """
-        bs = [check_batch(b) for b in (batches if isinstance(batches, (list, tuple, range))
-                                       else [batches])]
+        batch = renamed("batch", batch, 1, "batches", batches)
+        bs = [check_batch(b) for b in (batch if isinstance(batch, (list, tuple, range))
+                                       else [batch])]
         items: Iterable[tuple[Any, Any]]
         if isinstance(models, Mapping):
             items = models.items()
@@ -253,8 +266,10 @@ class CostOracle:
         out = []
         for b in batches:
             program, parts = self._program(model, plan, inputs, b)
-            out.append(pred.prediction(program, b, xover, warn_x,
-                                       known=self._device.device_s(program, parts)))
+            arrays = self._device.device_s(program, parts)
+            if arrays is None:
+                arrays = pred.kernel_arrays(program.kernels)
+            out.append(pred.prediction(program, arrays, b, xover, warn_x))
         return out
 
     def _program(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int

@@ -86,27 +86,26 @@ class DeviceCache:
 
     def device_s(self, program: Program, parts: Sequence[Part] | None = None
                  ) -> KernelArrays | None:
-        """:meth:`Predictor.device_times_s` of the program's kernels, with their own host costs
-        and bytes, from memoised pieces (``parts``: the segments the kernels come from, in
-        order, if known); None when some kernel's pricing warns (the Predictor then prices it,
-        warnings and all)."""
+        """:meth:`Predictor.kernel_arrays` of the program's kernels from memoised pieces
+        (``parts``: the segments the kernels come from, in order, if known); None when some
+        kernel's pricing warns (the Predictor then prices it, warnings and all)."""
         pred = self.predictor
         if not parts:
             hot, cold, warns = _arrays(self._rows(program.kernels))
             if warns:
                 return None
             return KernelArrays(
-                pred.device_times_s(program.kernels, [], hot_cold=(hot, cold)),
+                pred.device_times_s(program.kernels, hot, cold),
                 kernel_host_costs_s(program.kernels, pred.fw_host), _bytes(program.kernels),
                 entry_launches(program.kernels))
         segs = [self._segment(p) for p in parts]
         if any(s.warns for s in segs):
             return None
-        hot_cold = (np.concatenate([s.hot for s in segs]),
-                    np.concatenate([s.cold for s in segs]))
+        hot = np.concatenate([s.hot for s in segs])
+        cold = np.concatenate([s.cold for s in segs])
         events = _events(parts, segs) if pred.device_model.has_cold_data else None
         return KernelArrays(
-            pred.device_times_s(program.kernels, [], hot_cold=hot_cold, events=events),
+            pred.device_times_s(program.kernels, hot, cold, events),
             np.concatenate([s.own_host_s for s in segs]),
             np.concatenate([s.bytes_total for s in segs]),
             np.concatenate([s.entry for s in segs]))

@@ -1,7 +1,7 @@
 """Which framework is fastest for a model on a device, per batch size (prediction only).
 
-    from ftmodel.tools.compare import compare_frameworks
-    table = compare_frameworks(model, "rtx8000", [1, 8, 64])
+    from ftmodel import compare_frameworks
+    table = compare_frameworks(model, "rtx8000", [1, 8, 64])   # model, device, batch
     table.fastest(1)             # -> "onnxruntime"
     table.rows()                 # one row per batch: each framework's latency and regime
 
@@ -20,10 +20,12 @@ from typing import Any
 
 from torch import nn
 
-from ftmodel.api import Prediction, Predictor, resolve_profile
+from ftmodel.api import DeviceSpec, HostSpec, Prediction, Predictor, resolve_profile
+from ftmodel.deprecation import renamed
 from ftmodel.errors import (BackendUnavailable, FrameworkUnsupported, InvalidArgumentError,
                             ProfileError)
 from ftmodel.frameworks.base import canonical_framework
+from ftmodel.tracing.inputs import InputSpec
 
 __all__ = ["FrameworkComparison", "compare_frameworks", "default_frameworks"]
 
@@ -71,14 +73,17 @@ class FrameworkComparison:
         return self.batches.index(batch)
 
 
-def compare_frameworks(model: nn.Module, gpu: Any = "auto",
+def compare_frameworks(model: nn.Module, device: DeviceSpec = "auto",
                        batch: int | Sequence[int] = (1, 8, 32), *,
-                       frameworks: Sequence[str] | None = None, inputs: Any = None,
-                       dtype: str = "fp32", host: Any = None) -> FrameworkComparison:
+                       frameworks: Sequence[str] | None = None, inputs: InputSpec = None,
+                       dtype: str = "fp32", host: HostSpec | None = None,
+                       gpu: DeviceSpec | None = None) -> FrameworkComparison:
     """Predict ``model`` under each framework (default: all that fit the device type) on
-    ``gpu`` for every batch in ``batch``; see the module docstring. Raises the first
-    framework's error when no framework can predict the model at all."""
-    profile = resolve_profile(gpu)
+    ``device`` for every batch in ``batch``; see the module docstring (``gpu=``: the deprecated
+    spelling of ``device=``). Raises the first framework's error when no framework can predict
+    the model at all."""
+    device = renamed("device", device, "auto", "gpu", gpu)
+    profile = resolve_profile(device)
     batches = (batch,) if isinstance(batch, int) else tuple(batch)
     if not batches:
         raise InvalidArgumentError("batch is empty; give at least one batch size, e.g. [1, 8]")

@@ -25,9 +25,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ftmodel.api import Prediction, predict_latency
+from torch import nn
+
+from ftmodel.api import DeviceSpec, HostSpec, Prediction, predict_latency, resolve_profile
+from ftmodel.extras import require
 from ftmodel.errors import (
     BackendUnavailable,
     FrameworkUnsupported,
@@ -54,9 +56,9 @@ class FrameworkCurve:
         return self.predictions[0].crossover_batch if self.predictions else None
 
 
-def framework_curves(model: Any, frameworks: Sequence[str], gpu: Any, batches: Sequence[int],
-                     *, inputs: InputSpec = None, dtype: str = "fp32", host: Any = None
-                     ) -> list[FrameworkCurve]:
+def framework_curves(model: nn.Module, frameworks: Sequence[str], device: DeviceSpec,
+                     batch: Sequence[int], *, inputs: InputSpec = None, dtype: str = "fp32",
+                     host: HostSpec | None = None) -> list[FrameworkCurve]:
     """Predictions of ``model`` for each framework at each batch.
 
     Unknown framework names, an unknown profile and bad batches raise (UnknownNameError,
@@ -66,15 +68,14 @@ def framework_curves(model: Any, frameworks: Sequence[str], gpu: Any, batches: S
     """
     if not frameworks:
         raise InvalidArgumentError("frameworks is empty; pass names such as eager,onnxruntime")
-    if not batches:
-        raise InvalidArgumentError("batches is empty; pass batch sizes such as 1,2,4,8")
+    if not batch:
+        raise InvalidArgumentError("batch is empty; pass batch sizes such as 1,2,4,8")
     names = [get_framework(f).name for f in frameworks]  # unknown names fail here, first
-    from ftmodel.api import resolve_profile
-    resolve_profile(gpu)  # an unknown profile fails before any framework is tried
+    resolve_profile(device)  # an unknown profile fails before any framework is tried
     out = []
     for fw in dict.fromkeys(names):
         try:
-            preds = predict_latency(model, fw, gpu, list(batches), inputs=inputs, dtype=dtype,
+            preds = predict_latency(model, fw, device, list(batch), inputs=inputs, dtype=dtype,
                                     host=host)
         except (FrameworkUnsupported, BackendUnavailable, ProfileError) as err:
             out.append(FrameworkCurve(fw, skipped=f"{type(err).__name__}: {err}"))
@@ -102,11 +103,7 @@ def _crossover_latency_s(preds: Sequence[Prediction], x: float) -> float | None:
 
 def plot_report(curves: Sequence[FrameworkCurve], path: str | Path, title: str) -> Path:
     """Write the figure (PNG) and return its path; needs matplotlib (the ``plot`` extra)."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise BackendUnavailable("the report figure needs matplotlib: pip install "
-                                 "'ftmodel[plot]'") from err
+    matplotlib = require("matplotlib", "the report figure")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -137,10 +134,10 @@ def plot_report(curves: Sequence[FrameworkCurve], path: str | Path, title: str) 
             ax.plot([p.batch], [y], "o", color=color, ms=5,
                     mfc="white" if p.regime == "framework-bound" else color)
         if x is not None and lo <= x <= hi:
-            y = _crossover_latency_s(c.predictions, x)
+            y_x = _crossover_latency_s(c.predictions, x)
             ax.axvline(x, color=color, ls=":", lw=1.0)
-            if y is not None:
-                ax.plot([x], [y * 1e3], marker="X", color=color, ms=10, mec="black", mew=0.6)
+            if y_x is not None:
+                ax.plot([x], [y_x * 1e3], marker="X", color=color, ms=10, mec="black", mew=0.6)
         ax2.plot(bs, [p.overhead_s * 1e3 for p in c.predictions], "--", color=color, lw=1.4,
                  label=f"{c.framework}: host overhead")
         ax2.plot(bs, [p.compute_s * 1e3 for p in c.predictions], "-", color=color, lw=1.4,
@@ -261,7 +258,7 @@ def explain_rows(prediction: Prediction, top: int = 15, depth: int | None = None
                      total.device_s, total.host_s / total.time_s if total.time_s > 0 else 0.0,
                      total.tax_share)
     all_time = total.time_s or 1.0
-    out = [(r.module_path, f"{r.time_s * 1e3:.3f}", f"{r.time_s / all_time:.1%}",
+    out: list[tuple[str, ...]] = [(r.module_path, f"{r.time_s * 1e3:.3f}", f"{r.time_s / all_time:.1%}",
             f"{r.host_s * 1e3:.3f}", f"{r.device_s * 1e3:.3f}", str(r.n_launches),
             f"{r.macs / 1e6:.1f}", f"{r.host_share:.0%}", f"{r.tax_share:.1%}")
            for r in rows[:top]]
