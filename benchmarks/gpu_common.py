@@ -37,11 +37,11 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FTMODEL_SHARED", ROOT.parent / "shared"))
-SPECS_CSV = SHARED / "data" / "gpu_specs.csv"
-LATENCY_CSV = SHARED / "data" / "framework_tax" / "latency.csv"
-TRACES_CSV = SHARED / "data" / "framework_tax" / "kernel_traces_rtx8000.csv"
-FIGURES_CSV = SHARED / "data" / "framework_tax" / "figures_rtx8000.csv"
+DATA = ROOT / "benchmarks" / "data"  # reference data with its sources: DATA / "README.md"
+SPECS_CSV = DATA / "gpu_specs.csv"
+LATENCY_CSV = DATA / "framework_tax" / "latency.csv"
+TRACES_CSV = DATA / "framework_tax" / "kernel_traces_rtx8000.csv"
+FIGURES_CSV = DATA / "framework_tax" / "figures_rtx8000.csv"
 CACHE_DIR = Path(os.environ.get("FTMODEL_BENCH_CACHE", "/tmp/ftmodel-gpu-programs"))
 
 # GPU label in latency.csv -> built-in profile name

@@ -24,7 +24,7 @@ from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import HostProfile
 from ftmodel.hardware.registry import list_profiles, load_host_profile, load_profile
 
-SPECS_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu_specs.csv"
+SPECS_CSV = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "gpu_specs.csv"
 TRACES_CSV = SPECS_CSV.parent / "framework_tax" / "kernel_traces_rtx8000.csv"
 
 transformers = pytest.importorskip("transformers")
@@ -59,7 +59,7 @@ def resnet50() -> nn.Module:
 
 def _csv_rows() -> list[dict[str, str]]:
     if not SPECS_CSV.is_file():
-        pytest.skip(f"{SPECS_CSV} not found (shared/ sits beside the repository)")
+        pytest.skip(f"{SPECS_CSV} not found")
     with open(SPECS_CSV, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
