@@ -80,7 +80,7 @@ def test_cli_compare_prints_fastest(tiny_profile: HardwareProfile, tmp_path: Pat
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     path = write_profile(tiny_profile, tmp_path / "p.json")
-    assert main(["compare", "mlp-deep-narrow", "--gpu", str(path), "--batch", "1,4",
+    assert main(["compare", "mlp-deep-narrow", "--device", str(path), "--batch", "1,4",
                  "--frameworks", "eager,cudagraphs"]) == 0
     out = capsys.readouterr()
     assert "fastest" in out.out and "eager" in out.out

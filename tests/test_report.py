@@ -83,7 +83,7 @@ def test_cli_report_writes_png_and_markdown(tiny_profile_path: Path, tmp_path: P
                                             capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "rep"
-    code = main(["report", "mlp-deep-narrow", "--gpu", str(tiny_profile_path), "--frameworks",
+    code = main(["report", "mlp-deep-narrow", "--device", str(tiny_profile_path), "--frameworks",
                  "eager", "--batch", "1,4,16", "--out", str(out)])
     assert code == 0
     assert (tmp_path / "rep.png").exists()
@@ -95,7 +95,7 @@ def test_cli_explain_prints_the_breakdown(tiny_profile_path: Path,
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
-    assert main(["explain", "mlp-deep-narrow", "--gpu", str(tiny_profile_path), "--top", "5",
+    assert main(["explain", "mlp-deep-narrow", "--device", str(tiny_profile_path), "--top", "5",
                  "--depth", "1"]) == 0
     out = capsys.readouterr().out
     assert "share of tax" in out and "total (all layers)" in out
@@ -104,9 +104,9 @@ def test_cli_explain_prints_the_breakdown(tiny_profile_path: Path,
 @pytest.mark.parametrize("command", ["report", "explain"])
 def test_cli_unknown_model_or_gpu_is_a_clean_error(command: str, tiny_profile_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([command, "resnet181", "--gpu", str(tiny_profile_path)]) == 2
+    assert main([command, "resnet181", "--device", str(tiny_profile_path)]) == 2
     err = capsys.readouterr().err
     assert "unknown model 'resnet181'" in err and "resnet18@112" in err
-    assert main([command, "mlp-deep-narrow", "--gpu", "a1000"]) == 2
+    assert main([command, "mlp-deep-narrow", "--device", "a1000"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ftmodel: error:") and "a1000" in err

@@ -1,51 +1,49 @@
-"""``make demo``: a short calibration of this machine, then real predictions in a table.
+"""``make demo``: real predictions in a table, on this machine's profile and built-in GPUs.
 
-The calibration (``--quick``, 1-2 min on a 2-core machine) is cached as this machine's profile
-(``local-cpu``) and reused by later runs; built-in GPU profiles, where the installed version
-ships them, are shown too.
+``ftmodel demo`` first calibrates this machine (``--quick``, 1-2 min on a 2-core machine) unless
+its profile (``local-cpu``) is cached, then calls :func:`run_demo` with it; built-in GPU
+profiles, where the installed version ships them, are shown too. This module only predicts.
 """
 
 from __future__ import annotations
 
+import os
+
 from ftmodel.api import predict_latency
-from ftmodel.errors import ProfileError
-from ftmodel.hardware.registry import default_profile_path, list_profiles, load_profile
+from ftmodel.hardware.profile import HardwareProfile
+from ftmodel.hardware.registry import list_profiles, load_profile
 
 __all__ = ["run_demo"]
 
+DEMO_MODELS = ("resnet18@112", "bert-mini@64", "mlp-deep-narrow", "resnet50", "bert-base")
+FULL_SIZE = ("resnet50", "bert-base")  # predicted on the built-in GPUs only
+GPUS = ("rtx8000", "a100")
 
-def run_demo(recalibrate: bool = False) -> int:
+
+def run_demo(profile: str | os.PathLike[str] | HardwareProfile) -> int:
+    """Print predictions of the demo models on ``profile`` (this machine's calibrated profile:
+    a path, name or the profile itself) and on the built-in GPU profiles."""
     from rich.console import Console
     from rich.table import Table
 
     from ftmodel.tools.zoo import get_model
     console = Console()
-    path = default_profile_path("local-cpu")
-    try:
-        if recalibrate:
-            raise ProfileError("recalibrate")
-        load_profile(path)
-        console.print(f"using this machine's profile {path}")
-    except ProfileError:
-        from ftmodel.calibration.suite import calibrate
-        console.print("calibrating this machine (quick mode, 1-2 min on a 2-core machine) ...")
-        calibrate("cpu", ("eager",), path, quick=True, threads=2)
-        console.print(f"wrote {path}")
+    local = load_profile(profile)
     batches = [1, 2, 4, 8, 16, 32]
-    targets = [("local-cpu", "eager")]
+    targets: list[HardwareProfile | str] = [local]
     for e in list_profiles():
-        if e.source == "builtin" and e.name.lower() in ("rtx8000", "a100"):
-            targets.append((e.name, "eager"))
-    for model_name in ("resnet18@112", "bert-mini@64", "mlp-deep-narrow", "resnet50",
-                       "bert-base"):
+        if e.source == "builtin" and e.name.lower() in GPUS:
+            targets.append(e.name)
+    for model_name in DEMO_MODELS:
         zm = get_model(model_name)
         model = zm.build()
-        for gpu, fw in targets:
-            if gpu == "local-cpu" and model_name in ("resnet50", "bert-base"):
+        for device in targets:
+            if device is local and model_name in FULL_SIZE:
                 continue
-            preds = predict_latency(model, fw, gpu, batches, inputs=zm.make_inputs)
-            t = Table(title=f"{model_name} · {fw} · {gpu} (crossover batch "
-                            f"{'-' if preds[0].crossover_batch is None else f'{preds[0].crossover_batch:.1f}'})")
+            preds = predict_latency(model, "eager", device, batches, inputs=zm.make_inputs)
+            x = preds[0].crossover_batch
+            t = Table(title=f"{model_name} · eager · {preds[0].device} (crossover batch "
+                            f"{'-' if x is None else f'{x:.1f}'})")
             for col in ("batch", "latency ms", "host ms", "device ms", "regime", "tax",
                         "launches"):
                 t.add_column(col, justify="right")

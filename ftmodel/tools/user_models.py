@@ -1,0 +1,543 @@
+"""The models the command line predicts, named by a spec string; random weights, nothing downloaded.
+
+A spec is one of:
+
+``<zoo name>``
+    a built-in model (:mod:`ftmodel.tools.zoo`), e.g. ``resnet18@112``, ``bert-mini@64``.
+``torchvision:<arch>[:key=value,...]``
+    ``torchvision.models.get_model(arch, weights=None, **options)`` (and no backbone weights);
+    inputs 3x224x224 images (video models: 3x16x112x112 clips, larger where the model needs it).
+``timm:<name>[:key=value,...]``
+    ``timm.create_model(name, pretrained=False, **options)``; inputs of the model's configured
+    ``input_size`` (``img_size=`` among the options sets it), else 3x224x224.
+``hf:<ConfigClass>[:key=value,...]``
+    a transformers configuration class (``hf:BertConfig``) or model type (``hf:bert``) built
+    with those values, then ``transformers.AutoModel.from_config``: token ids of ``seq_len``
+    (default 128) for text models (and the same ids as decoder inputs for encoder-decoders),
+    images of the config's ``num_channels`` x ``image_size`` for vision models; any other
+    input (audio) needs ``input_shape``.
+``path/to/file.py:factory``, ``package.module:factory``
+    ``factory()`` is called without arguments and returns an ``nn.Module`` or a
+    ``(module, inputs)`` tuple, ``inputs`` any form ``inputs=`` accepts
+    (:mod:`ftmodel.tracing.inputs`). A module is imported from the current directory or
+    ``PYTHONPATH``.
+
+Options are ``key=value`` pairs separated by commas; values are read as ints, floats, booleans
+(``true``/``false``), ``none``, or else strings. ``input_shape`` (``--input-shape 3x224x224``:
+one sample, ftmodel adds the batch) replaces the default inputs with random floats of that shape;
+``seq_len`` (``--seq-len``) the length of token ids. Every model is returned in eval mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ftmodel.errors import InvalidArgumentError, MissingExtraError, closest_match
+from ftmodel.extras import EXTRA_OF, require
+from ftmodel.tools.zoo import ZOO, lookup, token_inputs
+from ftmodel.tracing.inputs import DEFAULT_IMAGE, DEFAULT_SEQ_LEN, InputSpec, default_inputs
+
+__all__ = ["SPEC_FORMS", "ShapeInputs", "TokenInputs", "load_model", "parse_input_shape",
+           "parse_options"]
+
+SPEC_FORMS = ("a zoo name (e.g. resnet18@112), torchvision:<arch>, timm:<name>, "
+              "hf:<ConfigClass> (these three with optional :key=value,... options, e.g. "
+              "hf:BertConfig:num_hidden_layers=2), path/to/file.py:factory or "
+              "package.module:factory")
+_PREFIXES = ("torchvision", "timm", "hf")
+_FILE_SPEC = re.compile(r"(?P<path>.+\.py)(?::(?P<factory>[^:]*))?", re.IGNORECASE)
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_VIDEO_CLIP = (3, 16, 112, 112)  # (C, T, H, W)
+_NO_WEIGHTS = ("weights", "weights_backbone", "pretrained", "pretrained_cfg",
+               "pretrained_cfg_overlay", "checkpoint_path")
+
+OptionValue = int | float | bool | str | None
+
+
+# ---------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class ShapeInputs:
+    """``batch -> `` random floats of shape ``(batch, *shape)``, or ``{key: them}``."""
+
+    shape: tuple[int, ...]
+    key: str | None = None
+
+    def __call__(self, batch: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        x = torch.randn(batch, *self.shape)  # (B, *shape)
+        return x if self.key is None else {self.key: x}
+
+
+@dataclass(frozen=True)
+class TokenInputs:
+    """``batch -> `` token ids of shape ``(batch, seq_len)`` below ``vocab`` (fixed seed): the
+    same ids under each of ``keys`` (keyword arguments), or a bare tensor when ``keys`` is
+    empty (one positional argument)."""
+
+    seq_len: int
+    vocab: int
+    keys: tuple[str, ...] = ("input_ids",)
+
+    def __call__(self, batch: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        ids = token_inputs(self.seq_len, self.vocab)(batch)["input_ids"]  # (B, S)
+        return {k: ids for k in self.keys} if self.keys else ids
+
+
+# ---------------------------------------------------------------- parsing
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """``"3x224x224"`` -> ``(3, 224, 224)``: one sample's shape, without the batch dimension
+    (``x``, ``×`` or ``,`` between the sizes)."""
+    parts = [p.strip() for p in re.split(r"[x×,]", str(text).strip().lower())]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if not shape or any(s < 1 for s in shape):
+        raise InvalidArgumentError(
+            f"--input-shape must be one sample's shape as positive integers joined by 'x', "
+            f"e.g. 3x224x224 for an image or 16000 for audio (ftmodel adds the batch "
+            f"dimension), got {text!r}")
+    return shape
+
+
+def _option_value(text: str) -> OptionValue:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    with contextlib.suppress(ValueError):
+        return int(text)
+    with contextlib.suppress(ValueError):
+        return float(text)
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_options(text: str, spec: str = "") -> dict[str, OptionValue]:
+    """``"num_hidden_layers=2,hidden_act=gelu"`` -> ``{"num_hidden_layers": 2, "hidden_act":
+    "gelu"}``: ints, floats, booleans (true/false), none, else strings."""
+    out: dict[str, OptionValue] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise InvalidArgumentError(
+                f"model spec {spec or text!r}: {item!r} is not a key=value option; options are "
+                "key=value pairs separated by commas after the name, e.g. "
+                "hf:BertConfig:num_hidden_layers=2,hidden_size=128")
+        out[key] = _option_value(value.strip())
+    return out
+
+
+def _check_shape(shape: Any) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    if (not isinstance(shape, (tuple, list)) or not shape
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in shape)):
+        raise InvalidArgumentError(
+            f"input_shape must be one sample's shape as a tuple of positive integers, e.g. "
+            f"(3, 224, 224) (ftmodel adds the batch dimension), got {shape!r}")
+    return tuple(shape)
+
+
+def _check_seq_len(seq_len: Any) -> int | None:
+    if seq_len is None:
+        return None
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise InvalidArgumentError(f"--seq-len must be an integer >= 1 (the number of tokens "
+                                   f"per sample), got {seq_len!r}")
+    return seq_len
+
+
+# ---------------------------------------------------------------- inputs of a built model
+def _is_hf(model: nn.Module) -> bool:
+    return (type(model).__module__.startswith("transformers.") and hasattr(model, "config")
+            and hasattr(model, "main_input_name"))
+
+
+def _hf_inputs(model: nn.Module, spec: str, shape: tuple[int, ...] | None,
+               seq_len: int | None) -> InputSpec:
+    """The inputs of a transformers model: token ids, images, or ``shape`` under its main
+    input's name."""
+    config = model.config
+    name = str(model.main_input_name)
+    what = f"model spec {spec!r} ({type(model).__name__})"
+    if name == "input_ids":
+        if shape is not None:
+            raise InvalidArgumentError(
+                f"{what} takes token ids: give their length with --seq-len (default "
+                f"{DEFAULT_SEQ_LEN}), not --input-shape {'x'.join(map(str, shape))}")
+        seq = seq_len or DEFAULT_SEQ_LEN
+        limit = getattr(config, "max_position_embeddings", None)
+        if isinstance(limit, int) and not isinstance(limit, bool) and seq > limit:
+            raise InvalidArgumentError(
+                f"{what}: {seq} tokens exceed the model's max_position_embeddings ({limit}); "
+                f"pass --seq-len {limit} or less (or, in an hf: spec, a larger "
+                "max_position_embeddings)")
+        vocab = getattr(config, "vocab_size", None)
+        keys = ("input_ids", "decoder_input_ids") if getattr(config, "is_encoder_decoder",
+                                                             False) else ("input_ids",)
+        return TokenInputs(seq, vocab if isinstance(vocab, int) and vocab > 0 else 1000, keys)
+    if seq_len is not None:
+        raise InvalidArgumentError(
+            f"{what} takes {name!r}, not token ids: give one sample's shape with --input-shape "
+            f"instead of --seq-len")
+    if shape is not None:
+        return ShapeInputs(shape, name)
+    size, channels = getattr(config, "image_size", None), getattr(config, "num_channels", None)
+    if name == "pixel_values" and isinstance(channels, int):
+        hw = (size, size) if isinstance(size, int) else tuple(size or ())
+        if len(hw) == 2 and all(isinstance(s, int) for s in hw):
+            return ShapeInputs((channels, *hw), name)
+    raise InvalidArgumentError(
+        f"{what} takes {name!r}, whose shape ftmodel cannot infer from its config; pass one "
+        f"sample's shape with --input-shape, e.g. --input-shape 16000 for a second of 16 kHz "
+        f"audio or 3x224x224 for an image")
+
+
+def _given_inputs(model: nn.Module, spec: str, shape: tuple[int, ...] | None,
+                  seq_len: int | None) -> InputSpec:
+    """The inputs ``shape`` / ``seq_len`` ask for (None when neither is given)."""
+    if _is_hf(model) and (shape is not None or seq_len is not None):
+        return _hf_inputs(model, spec, shape, seq_len)
+    if shape is not None and seq_len is not None:
+        raise InvalidArgumentError(
+            f"model spec {spec!r}: pass --input-shape (random floats of that shape) or "
+            f"--seq-len (token ids), not both")
+    if shape is not None:
+        return ShapeInputs(shape)
+    if seq_len is None:
+        return None
+    embedding = next((m for m in model.modules() if isinstance(m, nn.Embedding)), None)
+    if embedding is None:
+        raise InvalidArgumentError(
+            f"model spec {spec!r}: --seq-len makes token ids, for a model with an nn.Embedding, "
+            f"and {type(model).__name__} has none; pass one sample's shape with --input-shape")
+    return TokenInputs(seq_len, embedding.num_embeddings, keys=())
+
+
+# ---------------------------------------------------------------- the spec forms
+def _from_zoo(spec: str, shape: tuple[int, ...] | None, seq_len: int | None
+              ) -> tuple[nn.Module, InputSpec]:
+    zm = lookup(ZOO, "model", spec, f"A model spec is {SPEC_FORMS}.")
+    try:
+        model = zm.build()
+    except ModuleNotFoundError as err:
+        top = (err.name or "").split(".")[0]
+        if top not in EXTRA_OF:
+            raise
+        raise MissingExtraError(top, EXTRA_OF[top], f"the zoo model {zm.name!r}") from None
+    given = _given_inputs(model, spec, shape, seq_len)
+    return model, zm.make_inputs if given is None else given
+
+
+def _no_weights(spec: str, options: Mapping[str, OptionValue]) -> None:
+    bad = [k for k in options if k in _NO_WEIGHTS]
+    if bad:
+        raise InvalidArgumentError(
+            f"model spec {spec!r}: option(s) {', '.join(bad)} not allowed: ftmodel builds "
+            "models with random weights (latency does not depend on them) and downloads "
+            "nothing; drop them")
+
+
+def _torchvision(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | None
+                 ) -> tuple[nn.Module, InputSpec]:
+    tv = require("torchvision", "the torchvision: model specs")
+    arch, _, opts_text = rest.partition(":")
+    arch = arch.strip()
+    names = list(tv.models.list_models())
+    key = {n.lower(): n for n in names}.get(arch.lower())
+    if key is None:
+        match = closest_match(arch, names)
+        raise InvalidArgumentError(
+            f"torchvision has no model {arch!r} (model spec {spec!r})"
+            + (f"; did you mean 'torchvision:{match}'?" if match else ";")
+            + " the names are torchvision.models.list_models(), e.g. torchvision:resnet18")
+    options = parse_options(opts_text, spec)
+    _no_weights(spec, options)
+    builder = tv.models.get_model_builder(key)
+    kw: dict[str, Any] = {"weights": None}
+    if "weights_backbone" in inspect.signature(builder).parameters:
+        kw["weights_backbone"] = None  # detection/segmentation: no pretrained backbone either
+    try:
+        model: nn.Module = builder(**kw, **options).eval()
+    except (TypeError, ValueError) as err:
+        raise InvalidArgumentError(
+            f"torchvision could not build {key!r} with options {options} (model spec "
+            f"{spec!r}): {err}; pass only keyword arguments torchvision.models.{key} accepts"
+        ) from None
+    given = _given_inputs(model, spec, shape, seq_len)
+    if given is not None:
+        return model, given
+    return model, ShapeInputs(_torchvision_shape(tv, key, options))
+
+
+def _torchvision_shape(tv: Any, arch: str, options: Mapping[str, OptionValue]
+                       ) -> tuple[int, ...]:
+    if arch in tv.models.list_models(module=tv.models.video):
+        c, t, h, w = _VIDEO_CLIP
+        with contextlib.suppress(Exception):  # the weights' metadata: no download
+            meta = next(iter(tv.models.get_model_weights(arch))).meta
+            t = max(t, int(meta.get("min_temporal_size", t)))
+            h, w = (max(a, int(b)) for a, b in zip((h, w), meta.get("min_size", (h, w))))
+        return (c, t, h, w)
+    side = options.get("image_size")
+    if isinstance(side, int) and not isinstance(side, bool):
+        return (DEFAULT_IMAGE[0], side, side)
+    return DEFAULT_IMAGE
+
+
+def _timm(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | None
+          ) -> tuple[nn.Module, InputSpec]:
+    timm = require("timm", "the timm: model specs")
+    name, _, opts_text = rest.partition(":")
+    name = name.strip()
+    if not name or not timm.is_model(name):
+        match = closest_match(name, timm.list_models())
+        raise InvalidArgumentError(
+            f"timm has no model {name!r} (model spec {spec!r})"
+            + (f"; did you mean 'timm:{match}'?" if match else ";")
+            + " the names are timm.list_models(), e.g. timm:resnet18")
+    options = parse_options(opts_text, spec)
+    _no_weights(spec, options)
+    try:
+        model: nn.Module = timm.create_model(name, pretrained=False, **options).eval()
+    except (TypeError, ValueError, AssertionError) as err:
+        raise InvalidArgumentError(
+            f"timm could not build {name!r} with options {options} (model spec {spec!r}): "
+            f"{err}; pass only keyword arguments timm.create_model({name!r}) accepts") from None
+    given = _given_inputs(model, spec, shape, seq_len)
+    if given is not None:
+        return model, given
+    cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None) or {}
+    size = tuple(cfg.get("input_size") or DEFAULT_IMAGE)
+    img = options.get("img_size")
+    if isinstance(img, int) and not isinstance(img, bool):
+        chans = options.get("in_chans")
+        size = (chans if isinstance(chans, int) else size[0], img, img)
+    return model, ShapeInputs(tuple(int(s) for s in size))
+
+
+_HF_MODEL_CLASS = re.compile(r"(.+?)(?:PreTrainedModel|LMHeadModel|Model|For[A-Z]\w*)")
+
+
+def _hf_config_class(tf: Any, name: str, spec: str) -> Any:
+    base = tf.PretrainedConfig
+    found: Any = None
+    if name.isidentifier():
+        with contextlib.suppress(Exception):  # a lazy import of another backend may fail
+            found = getattr(tf, name, None)
+    if isinstance(found, type) and issubclass(found, base):
+        return found
+    mapping = tf.CONFIG_MAPPING
+    if name.lower() in mapping:
+        return mapping[name.lower()]
+    m = _HF_MODEL_CLASS.fullmatch(name)
+    suggestion = f"{m.group(1)}Config" if m and hasattr(tf, f"{m.group(1)}Config") else None
+    if suggestion is None:
+        suggestion = closest_match(name, [n for n in dir(tf) if n.endswith("Config")]
+                                   + list(mapping.keys()))
+    raise InvalidArgumentError(
+        f"transformers has no configuration class or model type {name!r} (model spec "
+        f"{spec!r})" + (f"; did you mean 'hf:{suggestion}'?" if suggestion else ";")
+        + " expected hf:<ConfigClass>[:key=value,...], e.g. hf:BertConfig:num_hidden_layers=2"
+        " or hf:bert (a model type); ftmodel builds the base model with AutoModel.from_config")
+
+
+def _check_config_keys(cls: Any, options: Mapping[str, OptionValue], spec: str) -> None:
+    try:
+        default = cls()
+    except Exception:  # a config that needs arguments: leave the names to transformers
+        return
+    params = set(inspect.signature(cls.__init__).parameters)
+    for key in options:
+        if key in params or hasattr(default, key) or hasattr(default, f"_{key}"):
+            continue
+        known = list(default.to_dict()) + list(getattr(default, "attribute_map", {}))
+        match = closest_match(key, known)
+        raise InvalidArgumentError(
+            f"{cls.__name__} has no setting {key!r} (model spec {spec!r})"
+            + (f"; did you mean {match!r}?" if match else ";")
+            + f" its settings are the keyword arguments of transformers.{cls.__name__}")
+
+
+def _hf(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | None
+        ) -> tuple[nn.Module, InputSpec]:
+    tf = require("transformers", "the hf: model specs")
+    name, _, opts_text = rest.partition(":")
+    cls = _hf_config_class(tf, name.strip(), spec)
+    options = parse_options(opts_text, spec)
+    _no_weights(spec, options)
+    _check_config_keys(cls, options, spec)
+    try:
+        config = cls(**options)
+        model: nn.Module = tf.AutoModel.from_config(config).eval()
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise InvalidArgumentError(
+            f"transformers could not build a model from {cls.__name__} with options {options} "
+            f"(model spec {spec!r}): {err}; check the values (e.g. hidden_size a multiple of "
+            "num_attention_heads)") from None
+    return model, _hf_inputs(model, spec, shape, seq_len)
+
+
+@contextlib.contextmanager
+def _on_path(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` for the duration (imports of the user's own modules)."""
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
+def _factory(module: Any, dotted: str, spec: str) -> Callable[[], Any]:
+    obj = module
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+            match = closest_match(dotted, names)
+            raise InvalidArgumentError(
+                f"{module.__name__!r} has no {dotted!r} (model spec {spec!r})"
+                + (f"; did you mean {match!r}?" if match else ";")
+                + " the part after ':' names a function (or nn.Module class) that takes no "
+                "arguments and returns the model")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InvalidArgumentError(
+            f"{dotted!r} in {module.__name__!r} is a {type(obj).__name__}, not a callable "
+            f"(model spec {spec!r}); name a function that takes no arguments and returns the "
+            "model")
+    return obj  # type: ignore[no-any-return]
+
+
+def _from_factory(result: Any, spec: str, shape: tuple[int, ...] | None, seq_len: int | None
+                  ) -> tuple[nn.Module, InputSpec]:
+    inputs: InputSpec = None
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
+        model, inputs = result
+    elif isinstance(result, nn.Module):
+        model = result
+    else:
+        raise InvalidArgumentError(
+            f"the factory of model spec {spec!r} returned {type(result).__name__}; expected an "
+            "nn.Module or a (module, inputs) tuple, inputs being a tensor, a tuple/list of "
+            "positional arguments, a dict of keyword arguments or a callable batch -> inputs")
+    model.eval()
+    given = _given_inputs(model, spec, shape, seq_len)
+    if given is not None:
+        return model, given
+    if inputs is not None:
+        return model, inputs
+    if _is_hf(model):
+        return model, _hf_inputs(model, spec, None, None)
+    try:
+        default_inputs(model, 1)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"the factory of model spec {spec!r} returned a {type(model).__name__} without "
+            "inputs, and ftmodel cannot infer them; pass one sample's shape with --input-shape "
+            "(e.g. 3x224x224 or 64), or --seq-len for token ids, or return (model, inputs) from "
+            "the factory") from None
+    return model, None
+
+
+def _from_file(spec: str, path_text: str, factory: str | None, shape: tuple[int, ...] | None,
+               seq_len: int | None) -> tuple[nn.Module, InputSpec]:
+    if not factory or not _DOTTED.fullmatch(factory.strip()):
+        raise InvalidArgumentError(
+            f"model spec {spec!r} names a Python file but no factory; expected "
+            f"{path_text}:<factory>, the name of a function in the file that takes no "
+            "arguments and returns the model (or (model, inputs))")
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise InvalidArgumentError(
+            f"model spec {spec!r}: no file {str(path)!r} (looked in {os.getcwd()!r} for a "
+            "relative path); expected path/to/file.py:factory")
+    name = "ftmodel_user_" + re.sub(r"\W", "_", path.stem)
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise InvalidArgumentError(f"model spec {spec!r}: cannot import {str(path)!r} as "
+                                   "Python; expected path/to/file.py:factory")
+    module = importlib.util.module_from_spec(found)
+    with _on_path(str(path.resolve().parent)):
+        sys.modules[name] = module  # dataclasses and pickling look the module up
+        try:
+            found.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        result = _factory(module, factory.strip(), spec)()
+    return _from_factory(result, spec, shape, seq_len)
+
+
+def _from_module(spec: str, shape: tuple[int, ...] | None, seq_len: int | None
+                 ) -> tuple[nn.Module, InputSpec]:
+    module_name, _, factory = spec.partition(":")
+    if not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(factory):
+        raise InvalidArgumentError(f"model spec {spec!r} is not understood; expected "
+                                   f"{SPEC_FORMS}")
+    with _on_path(os.getcwd()):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            missing = err.name or ""
+            if not (module_name == missing or module_name.startswith(missing + ".")):
+                raise  # the module is there but one of its own imports failed: show that
+            prefix = closest_match(module_name, _PREFIXES) if "." not in module_name else None
+            raise InvalidArgumentError(
+                f"model spec {spec!r}: no Python module {module_name!r} (looked in the current "
+                "directory and PYTHONPATH)"
+                + (f"; did you mean '{prefix}:{factory}'?" if prefix else ";")
+                + f" expected {SPEC_FORMS}") from None
+        result = _factory(module, factory, spec)()
+    return _from_factory(result, spec, shape, seq_len)
+
+
+def load_model(spec: str, *, input_shape: tuple[int, ...] | None = None,
+               seq_len: int | None = None) -> tuple[nn.Module, InputSpec]:
+    """The model ``spec`` names (see the module docstring), in eval mode, and its inputs.
+
+    ``input_shape``: one sample's shape (the batch is added), replacing the default inputs with
+    random floats (under the main input's name for a transformers model); ``seq_len``: the
+    number of token ids per sample, for text models. Bad specs raise
+    :class:`~ftmodel.errors.InvalidArgumentError` (or :class:`~ftmodel.errors.UnknownNameError`
+    for a zoo name), a missing library :class:`~ftmodel.errors.MissingExtraError`.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidArgumentError(f"model spec must be {SPEC_FORMS}; got {spec!r}")
+    spec = spec.strip()
+    shape, seq = _check_shape(input_shape), _check_seq_len(seq_len)
+    prefix, sep, rest = spec.partition(":")
+    kind = prefix.strip().lower()
+    if sep and kind == "torchvision":
+        return _torchvision(spec, rest, shape, seq)
+    if sep and kind == "timm":
+        return _timm(spec, rest, shape, seq)
+    if sep and kind == "hf":
+        return _hf(spec, rest, shape, seq)
+    file_spec = _FILE_SPEC.fullmatch(spec)
+    if file_spec:
+        return _from_file(spec, file_spec["path"], file_spec["factory"], shape, seq)
+    if sep:
+        return _from_module(spec, shape, seq)
+    return _from_zoo(spec, shape, seq)
