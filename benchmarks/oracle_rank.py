@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['max_spread']:.1%} |")
     lines += [
         "",
-        f"Target (ρ ≥ 0.95 for every framework × batch, above both baselines): "
-        f"**{'met' if ok else 'NOT met'}**. Oracle vs `predict_latency` on the real modules: "
+        f"ρ ≥ 0.95 for every framework × batch, above both baselines: "
+        f"**{'yes' if ok else 'no'}**. Oracle vs `predict_latency` on the real modules: "
         f"largest relative difference {max_diff:.2g} (identical predictions give 0).",
         "",
         f"![predicted vs measured]({out.with_suffix('.png').name})",

@@ -138,8 +138,8 @@ def synchronize(device: str) -> None:
 
 def _time_once(fn: Callable[[], object], device: str) -> float:
     if device.startswith("cuda"):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         fn()
         end.record()
@@ -259,7 +259,7 @@ def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float =
     """
     if not device.startswith("cuda"):
         raise ValueError(f"captured_repeats needs a CUDA device, got {device!r}")
-    side = torch.cuda.Stream(device)
+    side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for _ in range(3):
@@ -274,5 +274,6 @@ def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float =
 
     def replay() -> object:
         graph.replay()
-        return outs if fn else None  # fn holds what the graph reads (its operands): keep it
+        # the closure holds fn, and fn what the graph reads (its operands): both stay alive
+        return outs if fn is not None else None
     return replay, reps

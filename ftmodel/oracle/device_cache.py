@@ -180,7 +180,8 @@ def _map_sids(sid: np.ndarray, base: Any, in_sid: Any, in_global: Any) -> np.nda
     """Segment-local storage ids -> the program's, as :func:`ftmodel.oracle.trace_cache._gmap` maps
     them (per event, or one value for all): the input's (``in_sid``) becomes ``in_global``,
     the others are numbered after ``base``, skipping the input's."""
-    return np.where(sid == in_sid, in_global, sid + base - (sid > in_sid))
+    mapped: np.ndarray = np.where(sid == in_sid, in_global, sid + base - (sid > in_sid))
+    return mapped
 
 
 def program_events(parts: Sequence[Part], local: Sequence[OperandEvents]) -> OperandEvents:

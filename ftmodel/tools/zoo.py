@@ -54,7 +54,7 @@ def _hf(kind: str, **cfg: Any) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import transformers
         config = getattr(transformers, f"{kind}Config")(**cfg)
-        model = getattr(transformers, f"{kind}Model")(config)
+        model: nn.Module = getattr(transformers, f"{kind}Model")(config)
         return model.eval()
     return build
 
@@ -72,8 +72,9 @@ def mlp(depth: int, width: int, d_in: int = 256, d_out: int = 10) -> nn.Sequenti
 
 def _vit_small() -> nn.Module:
     from torchvision.models.vision_transformer import VisionTransformer
-    return VisionTransformer(image_size=64, patch_size=8, num_layers=4, num_heads=4,
-                             hidden_dim=256, mlp_dim=512).eval()
+    model: nn.Module = VisionTransformer(image_size=64, patch_size=8, num_layers=4, num_heads=4,
+                                         hidden_dim=256, mlp_dim=512)
+    return model.eval()
 
 
 ZOO: dict[str, ZooModel] = {m.name: m for m in [
