@@ -1,10 +1,11 @@
 """Measured and predicted latency vs batch, per framework, one figure per model family.
 
-    python benchmarks/compare_frameworks.py          # reads benchmarks/results/cpu-<F>.csv
+    python benchmarks/compare_frameworks.py          # reads benchmarks/results/local/cpu-<F>.csv
+    python benchmarks/compare_frameworks.py --results benchmarks/results/cpu-xeon
 
-Reads the CSVs that ``benchmarks/validate.py`` writes (one per framework: eager, onnxruntime,
-torchscript, inductor; missing ones are left out) and writes
-``benchmarks/results/cpu-frameworks-<family>.png`` for each family of ``ftmodel.tools.zoo`` (cnn,
+Reads the CSVs that ``benchmarks/validate.py`` writes (one per CPU framework: eager, torchscript,
+onnxruntime, inductor; missing ones are left out) and writes
+``cpu-frameworks-<family>.png`` in the same folder for each family of ``ftmodel.tools.zoo`` (cnn,
 mobile-cnn, transformer, mlp): one panel per model, latency (ms, log) against batch (log), solid
 lines + dots measured, dashed lines predicted, one colour per framework.
 """
@@ -21,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ftmodel.frameworks.base import framework_names  # noqa: E402
 from ftmodel.tools.zoo import ZOO  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-FRAMEWORKS = ("eager", "onnxruntime", "torchscript", "inductor")
+FRAMEWORKS = framework_names("cpu")
 COLORS = {"eager": "tab:blue", "onnxruntime": "tab:orange", "torchscript": "tab:green",
           "inductor": "tab:red"}
 FAMILIES = ("cnn", "mobile-cnn", "transformer", "mlp")
@@ -96,7 +98,7 @@ def plot_family(data: dict[str, dict[str, list[tuple[int, float, float]]]], fami
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--results", default=str(RESULTS))
+    ap.add_argument("--results", default=str(RESULTS / "local"))
     args = ap.parse_args(argv)
     results = Path(args.results)
     data = load(results)

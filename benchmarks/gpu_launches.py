@@ -30,9 +30,8 @@ from typing import Any
 import numpy as np
 from gpu_common import ProgramArrays, kernel_trace_rows
 
-__all__ = ["trace_launch_counts", "fit_tables", "EXPANSION_FRAMEWORKS"]
+__all__ = ["trace_launch_counts", "fit_tables"]
 
-EXPANSION_FRAMEWORKS = ("eager", "torchscript", "onnxruntime")
 FP16_MIN_ORT_KERNELS = 180  # ResNet-50 ORT: fp32 graph 56 nodes (73-130 kernels), fp16 121 (235+)
 
 

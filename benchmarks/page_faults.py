@@ -50,7 +50,7 @@ from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.oracle.search_space import MobileNetV2Space  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
 from ftmodel.tracing.inputs import as_inputs  # noqa: E402
-from ftmodel.tools.validation import _call  # noqa: E402
+from ftmodel.tools.validation import eager_call  # noqa: E402
 from ftmodel.tools.zoo import ZOO  # noqa: E402
 
 STEADY_ENV = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295",
@@ -83,12 +83,13 @@ def _child(args: argparse.Namespace) -> None:
     fns = {}
     if args.zoo:
         for name, b in _zoo_points(args.zoo):
-            fns[f"{name}:{b}"] = _call(ZOO[name].build().eval(),
-                                       as_inputs(ZOO[name].make_inputs(b)))
+            fns[f"{name}:{b}"] = eager_call(ZOO[name].build().eval(),
+                                            as_inputs(ZOO[name].make_inputs(b)))
     else:
         space, cfgs = _configs(args)
         for i in args.indices:
-            fns[str(i)] = _call(space.build(cfgs[i]).eval(), as_inputs(space.inputs(args.batch)))
+            fns[str(i)] = eager_call(space.build(cfgs[i]).eval(),
+                                     as_inputs(space.inputs(args.batch)))
     with torch.no_grad():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         res = measure_interleaved(fns, rounds=args.rounds, round_s=args.round_s, max_reps=20)
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.2)
     ap.add_argument("--zoo", default=None, help="zoo models instead: NAME:BATCH,...")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "page-faults"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "local" / "page-faults"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--indices", type=lambda s: [int(v) for v in s.split(",")],
                     help=argparse.SUPPRESS)

@@ -239,10 +239,6 @@ class _MatW(nn.Module):
         return x @ self.w
 
 
-def _residual(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
-    return lambda x, *_: x + fn(x)
-
-
 # inductor fuses every chain of pointwise/norm/reduction ops into one generated kernel, so only
 # programs around library (extern) kernels tell its per-kernel costs apart; relu gives the
 # one-kernel program that pins per_call_s. Its C++ compile is slow, so it gets these only.

@@ -3,7 +3,7 @@ explain.
 
     ftmodel predict resnet50 --device cpu --batch 1,8,32
     ftmodel predict torchvision:resnet18 --device a100 --batch 1 --input-shape 3x64x64
-    ftmodel predict hf:BertConfig:num_hidden_layers=2,hidden_size=384 --device a100 --seq-len 64
+    ftmodel predict hf:BertConfig:num_hidden_layers=2,hidden_size=384,num_attention_heads=6 --device a100 --seq-len 64
     ftmodel compare timm:resnet10t --device rtx8000 --batch 1,8,64
     ftmodel calibrate --device cpu --frameworks eager --out my-cpu.json
     ftmodel calibrate --frameworks inductor --update --out my-cpu.json
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ftmodel.frameworks.base import Framework
     from ftmodel.tracing.inputs import InputSpec
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "report_frameworks"]
 
 DEVICE_HELP = ("the device predicted for: a built-in profile name such as a100 or rtx8000 (see "
                "`ftmodel profiles`), cpu (this machine's calibrated profile) or a profile JSON "
@@ -202,16 +202,15 @@ def _report_name(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text).strip("-")
 
 
-def _report_frameworks(device: Any) -> list[str]:
-    """The frameworks a report shows by default: every registered one that runs on the device's
+def report_frameworks(device: Any) -> list[str]:
+    """The frameworks a report shows by default: every built-in one that runs on the device's
     type and whose packages are installed (the others are named on stderr)."""
     from ftmodel.api import resolve_profile
     from ftmodel.errors import MissingExtraError
-    on_gpu = resolve_profile(device).device.type != "cpu"
+    from ftmodel.frameworks.base import framework_names, get_framework
     names = []
-    for name, fw in _frameworks().items():
-        if fw.needs_gpu and not on_gpu:
-            continue
+    for name in framework_names(resolve_profile(device).device.type):
+        fw = get_framework(name)
         try:
             fw.check_installed()
         except MissingExtraError as err:
@@ -227,7 +226,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ftmodel.tools.report import framework_curves, plot_report, report_markdown
     model, inputs = _load_model(args)
     fws = (_framework_list(args.frameworks) if args.frameworks
-           else _report_frameworks(args.device))
+           else report_frameworks(args.device))
     curves = framework_curves(model, fws, args.device, _batches(args.batch), inputs=inputs,
                               dtype=args.dtype, host=args.host)
     out = Path(args.out or f"report-{_report_name(args.model)}-{_report_name(str(args.device))}")

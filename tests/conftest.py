@@ -37,7 +37,7 @@ TINY_PER_CALL_S = 1e-5
 TINY_PAGE_FAULT_S = 5e-7  # per freshly mapped 4 KiB page
 
 
-def _mac_rows() -> tuple[tuple[float, float, float, float], ...]:
+def mac_rows() -> tuple[tuple[float, float, float, float], ...]:
     # time = (macs + 1e5) / 1e10: throughput rises with size and saturates at 1e10 MAC/s.
     rows = []
     for macs in (1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9):
@@ -46,7 +46,7 @@ def _mac_rows() -> tuple[tuple[float, float, float, float], ...]:
     return tuple(rows)
 
 
-def _byte_rows() -> tuple[tuple[float, float, float, float], ...]:
+def byte_rows() -> tuple[tuple[float, float, float, float], ...]:
     # time = (bytes + 1e4) / 1e10: bandwidth rises with size and saturates at 10 GB/s.
     rows = []
     for nbytes in (1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8):
@@ -60,8 +60,8 @@ def build_profile(*, name: str = "tiny-cpu", frameworks: dict[str, FrameworkHost
                   page_fault_s: float = TINY_PAGE_FAULT_S, **device_kw: Any) -> HardwareProfile:
     """A small, schema-valid, calibrated-looking profile (every op class has samples)."""
     if op_classes is None:
-        op_classes = {c: OpClassData("samples", _mac_rows()) for c in MAC_CLASSES}
-        op_classes.update({c: OpClassData("samples", _byte_rows()) for c in BYTE_CLASSES})
+        op_classes = {c: OpClassData("samples", mac_rows()) for c in MAC_CLASSES}
+        op_classes.update({c: OpClassData("samples", byte_rows()) for c in BYTE_CLASSES})
     device = DeviceProfile(
         name=f"{name}-device", type="cpu", execution=execution, op_classes=op_classes,
         kernel_floor_s=device_kw.pop("kernel_floor_s", 1e-7), dtypes=dtypes, **device_kw)

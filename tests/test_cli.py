@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ftmodel.cli import _report_frameworks, build_parser, main
+from ftmodel.cli import report_frameworks, build_parser, main
 from ftmodel.frameworks.base import FRAMEWORKS
 from ftmodel.hardware.profile import HardwareProfile, write_profile
 
@@ -87,11 +87,11 @@ def test_calibrate_keeps_its_local_device(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err == ""
 
 
-def test_report_frameworks_by_default_fit_the_device(tiny_profile_path: Path) -> None:
-    names = _report_frameworks(str(tiny_profile_path))
+def testreport_frameworks_by_default_fit_the_device(tiny_profile_path: Path) -> None:
+    names = report_frameworks(str(tiny_profile_path))
     assert "eager" in names
     assert not any(FRAMEWORKS[n].needs_gpu for n in names)
-    gpu = _report_frameworks("a100")
+    gpu = report_frameworks("a100")
     assert "cudagraphs" in gpu
 
 

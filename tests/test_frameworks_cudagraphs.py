@@ -9,7 +9,8 @@ from torch import nn
 import ftmodel
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import cudagraphs, eager
-from ftmodel.frameworks.base import get_framework
+from ftmodel.frameworks.base import (BUILTIN_FRAMEWORKS, FRAMEWORKS, framework_names,
+                                     get_framework)
 
 
 def _mlp() -> nn.Module:
@@ -30,6 +31,15 @@ def test_cudagraphs_reuses_eager_kernels() -> None:
 def test_needs_gpu() -> None:
     for name in ("cudagraphs", "onnxruntime-cudagraphs", "ort-cudagraphs"):
         assert get_framework(name).needs_gpu
+
+
+def test_framework_names_by_device() -> None:
+    assert set(BUILTIN_FRAMEWORKS) == set(FRAMEWORKS)  # every built-in one registers itself
+    assert framework_names() == framework_names("cuda") == BUILTIN_FRAMEWORKS
+    assert framework_names("cpu") == ("eager", "torchscript", "onnxruntime", "inductor")
+    # onnxruntime-cudagraphs is predicted only: no runner to time it with
+    assert framework_names(runnable=True) == ("eager", "torchscript", "onnxruntime", "inductor",
+                                              "cudagraphs")
 
 
 def test_cpu_profile_refused(tiny_profile: object) -> None:

@@ -159,15 +159,15 @@ def test_identical_with_the_cache_model_and_no_crossover(profile_factory: Any) -
     of predict_latency, and the assembled kernels differ from the relocated ones only there."""
     from dataclasses import replace
 
-    from tests.conftest import _byte_rows, _mac_rows
+    from tests.conftest import byte_rows, mac_rows
     from ftmodel.oracle.device_cache import program_events
     from ftmodel.estimate.cache import operand_events
     from ftmodel.hardware.profile import OpClassData
 
     def curve(rows: Any) -> OpClassData:
         return OpClassData("samples", rows, cold_s=tuple(3.0 * r[3] for r in rows))
-    classes = {c: curve(_mac_rows()) for c in ("gemm", "conv", "conv_grouped", "bmm")}
-    classes.update({c: curve(_byte_rows()) for c in ("elementwise", "copy", "norm", "pool",
+    classes = {c: curve(mac_rows()) for c in ("gemm", "conv", "conv_grouped", "bmm")}
+    classes.update({c: curve(byte_rows()) for c in ("elementwise", "copy", "norm", "pool",
                                                      "reduction", "softmax", "embedding")})
     prof = profile_factory(op_classes=classes, cache={"lo_bytes": 2e5, "hi_bytes": 2e6})
     oracle = CostOracle("eager", prof)

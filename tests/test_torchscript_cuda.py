@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
 
+from ftmodel.api import Predictor
 from ftmodel.errors import BackendUnavailable
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.frameworks import eager
 from ftmodel.frameworks import torchscript as ts
 from ftmodel.frameworks.torchscript_cuda import GROUP, apply_fuser, fuse_kernels, fuser_for
 from ftmodel.hardware.registry import load_profile
+from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
 
 
@@ -51,11 +55,29 @@ def test_fusers_group_chained_ops() -> None:
 def test_fuser_follows_the_device() -> None:
     assert fuser_for(load_profile("rtx8000").device) == "nvfuser"  # Turing
     assert fuser_for(load_profile("titanx").device) == "nnc"  # Pascal
-    prog = ts.lower_model(_cnn(), _x(), 2, device="cuda")
-    turing = expand_launches(prog, load_profile("rtx8000").device, "torchscript")
-    pascal = expand_launches(prog, load_profile("titanx").device, "torchscript")
+    model, x = _cnn(), _x()
+    tr = trace(model, x, 2)
+
+    def lowered(device: Any) -> Program:
+        return ts.FRAMEWORK.program(model, x, 2, tr, device=device, dtype="fp32")
+
+    turing = lowered(load_profile("rtx8000").device)
+    pascal = lowered(load_profile("titanx").device)
     assert sum(k.op_class == "norm" and k.members[0] == GROUP for k in turing.kernels) == 1
     assert not any(k.members[0] == GROUP for k in pascal.kernels)
+    # the device type alone lowers without the device's fuser
+    assert not any(k.members[0] == GROUP for k in lowered("cuda").kernels)
+
+
+def test_predictor_lowers_for_its_device() -> None:
+    model, x = _cnn(), _x()
+    pred = Predictor("torchscript", "rtx8000")
+    prog = pred.lower(model, x, 2, pred.trace(model, x, 2))
+    assert sum(k.members[0] == GROUP for k in prog.kernels) == 1
+    # the estimate's launch expansion only adds helper kernels: the groups are the lowering's
+    unfused = ts.lower_model(model, x, 2, device="cuda")
+    expanded = expand_launches(unfused, pred.profile.device, "torchscript")
+    assert not any(k.members[0] == GROUP for k in expanded.kernels)
 
 
 def test_unknown_fuser() -> None:

@@ -85,7 +85,6 @@ FALLBACK_CLASS = {
     "pool": "elementwise", "embedding": "copy", "copy": "elementwise", "other": "copy",
     "elementwise": "copy",
 }
-_EPS = 1.0
 # the shared curve whose cold penalty a MAC kernel on a hot-only framework curve borrows
 STREAM_CLASS = "reduction"
 # samples shorter than this are not trusted to set the measured peak rates (timer resolution,
@@ -300,7 +299,7 @@ class DeviceModel:
         shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else
                            self._key(kernels[i].op_class, kernels[i].variant,
                                      kernels[i].members[0] if kernels[i].members else "",
-                                     own=False) for i in idx])
+                                     own=False) for i in idx.tolist()])
         for name in np.unique(shared):
             name = str(name)
             if name not in self._cold or not isinstance(self._curves.get(name), SampleCurve):

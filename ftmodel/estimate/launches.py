@@ -21,10 +21,9 @@ event (one ``cudaLaunchKernel``) on the host. It follows its op's kernel and car
 path. Profiles without ``launches_per_op`` (every calibrated CPU profile) leave programs as
 they are.
 
-Device-dependent fusion: TorchScript's GPU executor fuses chains of ops with the fuser of the
-GPU it runs on (nvFuser from Volta on, NNC before; see
-:mod:`ftmodel.frameworks.torchscript_cuda`), so on a ``cuda`` device a TorchScript Program is
-first grouped with that device's fuser, then expanded.
+What else depends on the device (TorchScript's GPU fusion groups) is the lowering's: a Program
+arrives here as the framework runs it on this device (``Framework.program`` given the device
+profile).
 """
 
 from __future__ import annotations
@@ -54,11 +53,7 @@ def launches_per_op(table: dict[str, float] | None, op_class: str, dtype: str) -
 
 
 def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
-    """``program`` with the device's fusion groups (TorchScript on a GPU) and helper kernels
-    inserted after the ops that launch them."""
-    if framework == "torchscript" and device.type == "cuda":
-        from ftmodel.frameworks.torchscript_cuda import apply_fuser, fuser_for
-        program = apply_fuser(program, fuser_for(device))
+    """``program`` with the device's helper kernels inserted after the ops that launch them."""
     table = dict(device.launches_per_op.get(framework, {}))
     if not table or not program.kernels:
         return program

@@ -6,7 +6,12 @@ Frameworks that compile the model into their own artifact (ONNX Runtime, TorchSc
 cannot lower from a Trace alone: they also set :attr:`Framework.lower_model`, which receives the
 model and its inputs and counts kernels from the artifact (the Trace is passed along for
 feasibility checks and cost attribution). :attr:`Framework.runner` runs that same artifact for
-live measurement.
+live measurement. What depends on the device beyond its type (TorchScript's GPU fuser, chosen by
+the GPU's generation) is :attr:`Framework.device_pass`, applied by :meth:`Framework.program`
+when it is given the device's profile.
+
+:data:`BUILTIN_FRAMEWORKS` is the one list of the frameworks ftmodel ships, in the order they are
+listed and compared; :func:`framework_names` selects from it by device type.
 """
 
 from __future__ import annotations
@@ -18,11 +23,18 @@ from typing import Any, Protocol
 
 from ftmodel.errors import UnknownNameError
 from ftmodel.extras import require
+from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.program import Program
 from ftmodel.tracing.records import Trace
 
-__all__ = ["Framework", "FRAMEWORKS", "ALIASES", "get_framework",
-           "canonical_framework", "ModelLowering", "ModelRunner", "register"]
+__all__ = ["Framework", "FRAMEWORKS", "ALIASES", "BUILTIN_FRAMEWORKS", "get_framework",
+           "canonical_framework", "framework_names", "ModelLowering", "ModelRunner", "register"]
+
+# The frameworks ftmodel ships, in the order they are listed and compared. Each registers itself
+# when its module (ftmodel.frameworks.<name>, or the one named in _MODULE_OF) is imported.
+BUILTIN_FRAMEWORKS: tuple[str, ...] = ("eager", "torchscript", "onnxruntime", "inductor",
+                                       "cudagraphs", "onnxruntime-cudagraphs")
+_MODULE_OF = {"onnxruntime-cudagraphs": "cudagraphs"}
 
 
 class ModelLowering(Protocol):
@@ -68,6 +80,16 @@ class Framework:
     allocations_known: bool = False
     # optional Python packages it needs, by import name (their extras: ftmodel.extras)
     requires: tuple[str, ...] = ()
+    # its lowering's device-specific step, given the profile of the device it is lowered for
+    # (TorchScript's GPU fusion groups, which depend on the GPU's generation)
+    device_pass: Callable[[Program, DeviceProfile], Program] | None = None
+
+    @property
+    def runnable(self) -> bool:
+        """Whether ftmodel can run this framework to measure it (calibration, validation):
+        through its :attr:`runner`, or as the model's own forward when it builds no artifact of
+        its own (eager). ``onnxruntime-cudagraphs`` is predicted only."""
+        return self.runner is not None or self.lower_model is None
 
     def check_installed(self) -> None:
         """Raise :class:`~ftmodel.errors.MissingExtraError` naming the ``pip install`` to run
@@ -75,21 +97,31 @@ class Framework:
         for module in self.requires:
             require(module, f"the {self.name!r} framework")
 
-    def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *, device: str,
-                dtype: str) -> Program:
+    def program(self, model: Any, inputs: Any, batch: int, trace: Trace, *,
+                device: str | DeviceProfile, dtype: str) -> Program:
         """The Program this framework runs: counted from its own artifact (``lower_model``)
-        where it has one, else lowered from ``trace``; the device's helper kernels not added."""
+        where it has one, else lowered from ``trace``; the device's helper kernels not added.
+
+        ``device``: the profile of the device it is lowered for, which also applies the
+        framework's :attr:`device_pass`; or only the device type ("cpu" | "cuda"), which
+        lowers without it."""
         self.check_installed()
+        profile = device if isinstance(device, DeviceProfile) else None
+        device_type = profile.type if profile is not None else str(device)
         if self.lower_model is not None:
-            return self.lower_model(model, inputs, batch, trace, device=device, dtype=dtype)
-        return self.lower(trace)
+            program = self.lower_model(model, inputs, batch, trace, device=device_type,
+                                       dtype=dtype)
+        else:
+            program = self.lower(trace)
+        if profile is not None and self.device_pass is not None:
+            program = self.device_pass(program, profile)
+        return program
 
 
 FRAMEWORKS: dict[str, Framework] = {}
 ALIASES = {"pytorch": "eager", "torch": "eager", "ort": "onnxruntime", "torch.compile": "inductor",
            "compile": "inductor", "jit": "torchscript", "ort-cudagraphs": "onnxruntime-cudagraphs",
            "cuda-graphs": "cudagraphs", "cuda_graphs": "cudagraphs"}
-PLANNED: tuple[str, ...] = ()  # names accepted but not modelled yet
 
 
 def register(fw: Framework) -> Framework:
@@ -106,15 +138,22 @@ def canonical_framework(name: str) -> str:
     _load_builtin_frameworks()
     if key in FRAMEWORKS:
         return key
-    if key in PLANNED:
-        raise NotImplementedError(
-            f"framework {name!r} is planned but not modelled by this version of ftmodel; "
-            f"available now: {', '.join(sorted(FRAMEWORKS))}")
-    raise UnknownNameError("framework", name, list(FRAMEWORKS) + list(ALIASES) + list(PLANNED))
+    raise UnknownNameError("framework", name, list(FRAMEWORKS) + list(ALIASES))
 
 
 def get_framework(name: str) -> Framework:
     return FRAMEWORKS[canonical_framework(name)]
+
+
+def framework_names(device_type: str | None = None, *, runnable: bool = False
+                    ) -> tuple[str, ...]:
+    """The built-in frameworks, in :data:`BUILTIN_FRAMEWORKS`' order: those that run on a device
+    of ``device_type`` ("cpu": all but the GPU-only ones; "cuda" or None: all), and only those
+    ftmodel can run to measure them if ``runnable`` (:attr:`Framework.runnable`)."""
+    _load_builtin_frameworks()
+    return tuple(name for name in BUILTIN_FRAMEWORKS
+                 if not (device_type == "cpu" and FRAMEWORKS[name].needs_gpu)
+                 and (FRAMEWORKS[name].runnable or not runnable))
 
 
 _BUILTIN_LOADED = False
@@ -130,5 +169,5 @@ def _load_builtin_frameworks() -> None:
     _BUILTIN_LOADED = True
     import importlib
 
-    for module in ("eager", "onnxruntime", "torchscript", "inductor", "cudagraphs"):
-        importlib.import_module(f"ftmodel.frameworks.{module}")  # each registers itself
+    for name in BUILTIN_FRAMEWORKS:
+        importlib.import_module(f"ftmodel.frameworks.{_MODULE_OF.get(name, name)}")

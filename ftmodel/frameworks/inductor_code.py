@@ -25,8 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelCall", "count_kernel_calls", "distinct_tensors", "name_tokens",
-           "parse_wrapper"]
+__all__ = ["KernelCall", "distinct_tensors", "name_tokens", "parse_wrapper"]
 
 Shape = tuple[int, ...]
 
@@ -311,11 +310,6 @@ def parse_wrapper(code: str, graph_index: int = 0) -> list[KernelCall]:
                     calls[-1].result = reader.tensors[first.id]
                     calls[-1].writes.append((first.id, calls[-1].result))
     return calls
-
-
-def count_kernel_calls(code: str) -> int:
-    """Kernel calls in a wrapper module, counted from the text alone (a cross-check)."""
-    return len(parse_wrapper(code))
 
 
 def name_tokens(kernel_name: str, vocabulary: frozenset[str]) -> list[str]:

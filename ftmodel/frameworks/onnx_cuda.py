@@ -59,7 +59,6 @@ EMULATION_NOTE = (
     "onnxruntime's CUDA execution provider is not usable here: the CUDA graph was reproduced on "
     "the CPU EP (ORT levels 1-2 without CPU-only fusions, plus ONNX Runtime 1.12's CUDA "
     "Conv+Relu / Conv+Add+Relu fusion for fp32), see ftmodel.frameworks.onnx_cuda")
-_RELU_OPSETS = ("Relu",)
 
 
 def cuda_graph_on_cpu(exported: Path, optimized: Path, threads: int = 1) -> Any:

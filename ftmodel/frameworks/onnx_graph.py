@@ -12,10 +12,11 @@ Counting semantics
   dispatches them (they appear as "Node" events in ORT's profiler), so each is a ``view`` host
   event, as in the eager lowering. ``Constant`` nodes are initializers at run time: not counted.
 * **Work per kernel** from the node's own tensor shapes (static, at the requested batch):
-  MACs of the fused node (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``;
-  Attention: the QKV projection plus ``B·S_q·S_k·(D_qk + D_v)``; Einsum: the product of all
-  index sizes; LSTM/GRU/RNN: tokens × (numel(W) + numel(R)), as for the traced fused layers) —
-  computed from the shapes ORT actually uses, so NCHWc channel padding counts;
+  MACs of the fused node by :mod:`ftmodel.tracing.formulas`' shape formulas, as for traced ops
+  (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``; Attention: the QKV
+  projection plus ``B·S_q·S_k·(D_qk + D_v)``; Einsum: the product of all index sizes;
+  LSTM/GRU/RNN: tokens × (numel(W) + numel(R))) — computed from the shapes ORT actually uses,
+  so NCHWc channel padding counts;
   ``bytes_read`` / ``bytes_written`` = the node's inputs / outputs at the kernel boundary;
   ``bytes_weights`` = its initializer inputs.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
@@ -40,12 +41,13 @@ from typing import Any
 
 from ftmodel.frameworks._common import make_kernel, module_path_from_scope
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.frameworks.onnx_ops import (_DTYPE_NAME, _ELEM_SIZE, _MATMUL_OPS, MATH_OPS,
-                                         SKIP_OPS, VIEW_OPS, Shape, classify_node, op_class_of)
-from ftmodel.frameworks.onnx_shapes import _attrs, _ShapePass
-from ftmodel.tracing.formulas import rnn_variant
+from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL_OPS, SKIP_OPS,
+                                         VIEW_OPS, Shape, classify_node, op_class_of)
+from ftmodel.frameworks.onnx_shapes import ShapePass, node_attrs
+from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
+                                      recurrent_share, rnn_macs, rnn_variant)
 
-__all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "einsum_macs", "lower_onnx", "op_class_of"]
+__all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
 
 
 # ---- MACs -----------------------------------------------------------------------------------
@@ -54,68 +56,63 @@ def _numel(shape: Shape | None) -> int:
     return math.prod(shape) if shape is not None else 0
 
 
-def einsum_macs(eq: str, shapes: list[Shape | None]) -> int:
-    lhs = eq.replace(" ", "").split("->")[0].split(",")
-    if len(lhs) < 2 or any(s is None for s in shapes[:len(lhs)]):
-        return 0
-    sizes: dict[str, int] = {}
-    for term, shape in zip(lhs, shapes):
-        letters = [c for c in term if c.isalpha()]
-        if "..." in term:  # ellipsis: leading dims are batch-like and shared
-            n_ell = len(shape or ()) - len(letters)
-            for i in range(n_ell):
-                sizes[f"_{i}"] = max(sizes.get(f"_{i}", 1), (shape or ())[i])
-            shape = (shape or ())[n_ell:]
-        for c, d in zip(letters, shape or ()):
-            sizes[c] = max(sizes.get(c, 1), int(d))
-    return math.prod(sizes.values())
+_GEMM_OPS = frozenset({"Gemm", "FusedGemm", "QGemm", "MatMul", "FusedMatMul", "MatMulInteger",
+                       "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul",
+                       "MatMulNBits"})
+
+
+def _reduction_size(op: str, attrs: dict[str, Any], a: Shape | None) -> int | None:
+    """The reduction size K of a GEMM-like node, from its first input (None if unknown)."""
+    if op == "MatMulNBits":
+        return int(attrs.get("K", 0))
+    if a is None:
+        return None
+    if op in ("Gemm", "FusedGemm", "QGemm"):
+        return (a[0] if attrs.get("transA") else a[1]) if len(a) == 2 else None
+    if op == "QLinearMatMul":
+        return a[-1]
+    return a[-2] if attrs.get("transA") and len(a) >= 2 else a[-1]
 
 
 def _macs(op: str, attrs: dict[str, Any], ins: list[Shape | None],
           outs: list[Shape | None]) -> int:
+    """MACs of one node from its shapes, by the formulas of :mod:`ftmodel.tracing.formulas`
+    (0 where a shape it needs is unknown)."""
     y = outs[0] if outs else None
     a = ins[0] if ins else None
     b = ins[1] if len(ins) > 1 else None
     if op in ("Conv", "FusedConv", "NhwcConv", "NhwcFusedConv", "QLinearConv", "ConvInteger"):
         w = ins[3] if op == "QLinearConv" else b
-        return _numel(y) * _numel(w[1:]) if w is not None else 0
+        return conv_macs((), w, y) if w is not None and y is not None else 0
     if op == "ConvTranspose":
-        return _numel(a) * _numel(b[1:]) if b is not None else 0
-    if op in ("Gemm", "FusedGemm", "QGemm"):
-        if a is None or len(a) != 2:
-            return 0
-        return _numel(y) * (a[0] if attrs.get("transA") else a[1])
-    if op in ("MatMul", "FusedMatMul", "MatMulInteger", "MatMulIntegerToFloat",
-              "DynamicQuantizeMatMul"):
-        if a is None:
-            return 0
-        k = a[-2] if attrs.get("transA") and len(a) >= 2 else a[-1]
-        return _numel(y) * k
+        return conv_macs(a, b, (), transposed=True) if a is not None and b is not None else 0
+    if op in _GEMM_OPS:
+        k = _reduction_size(op, attrs, a)
+        return matmul_macs(y, k) if y is not None and k is not None else 0
     if op in ("LSTM", "GRU", "RNN"):
         # X (S, B, I) or (B, S, I), W (dirs, G·H, I), R (dirs, G·H, H): every token of each
-        # direction multiplies input and hidden state by its weights (see tracing.formulas)
+        # direction multiplies input and hidden state by its weights
         r = ins[2] if len(ins) > 2 else None
-        if a is None or b is None or r is None or not a or a[-1] == 0:
+        if a is None or b is None or r is None:
             return 0
-        return _numel(a) // a[-1] * (_numel(b) + _numel(r))
-    if op == "QLinearMatMul":
-        return _numel(y) * a[-1] if a is not None else 0
-    if op == "MatMulNBits":
-        return _numel(y) * int(attrs.get("K", 0))
+        return rnn_macs(a, (b, r))
     if op == "Einsum":
         return einsum_macs(str(attrs.get("equation", b"").decode()
                                 if isinstance(attrs.get("equation"), bytes)
                                 else attrs.get("equation", "")), ins)
     if op in ("Attention", "QAttention"):
+        # the QKV projection (input · the stacked weight), then attention over the sequence
         if a is None or b is None or len(a) != 3:
             return 0
         bsz, s, hin = a
         sizes = list(attrs.get("qkv_hidden_sizes", []))
         qk = int(sizes[0]) if sizes else b[1] // 3
         v = int(sizes[2]) if sizes else b[1] // 3
-        return bsz * s * hin * b[1] + bsz * s * s * (qk + v)
+        return (matmul_macs((bsz, s, b[1]), hin)
+                + attention_macs((bsz, s, qk), (bsz, s, qk), (bsz, s, v)))
     if op in ("MultiHeadAttention", "GroupQueryAttention", "SparseAttention",
               "DecoderMaskedMultiHeadAttention", "PackedMultiHeadAttention"):
+        # query (B, S, D); key and value (B, S_k, D) or (B, H, S_k, D_head)
         if a is None or len(a) != 3:
             return 0
         key = b if b is not None and len(b) in (3, 4) else a
@@ -123,7 +120,7 @@ def _macs(op: str, attrs: dict[str, Any], ins: list[Shape | None],
         d_k = key[2] if len(key) == 3 else key[1] * key[3]
         val = ins[2] if len(ins) > 2 else None
         d_v = (val[2] if len(val) == 3 else val[1] * val[3]) if val is not None else d_k
-        return int(a[0] * a[1] * s_k * (a[2] + d_v))
+        return attention_macs(a, (s_k, d_k), (s_k, d_v))
     return 0
 
 
@@ -240,7 +237,7 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
     def et(e: int) -> int:
         return float_elem if float_elem is not None and e == 1 else e
 
-    shapes = _ShapePass(optimized)
+    shapes = ShapePass(optimized)
     order = _topological(list(g.node), set(shapes.known))
     shapes.run(order)
     mapper = _PathMapper(original, module_names, strip_prefix)
@@ -255,34 +252,34 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         if kind == "view":
             events["view"] += 1
             continue
-        attrs = _attrs(node)
+        attrs = node_attrs(node)
         ins = [shapes.shape(i) if i else None for i in node.input]
         outs = [shapes.shape(o) if o else None for o in node.output]
         a_rank = len(ins[0]) if ins and ins[0] is not None else 0
         b_rank = len(ins[1]) if len(ins) > 1 and ins[1] is not None else 0
-        if node.op_type in _MATMUL_OPS and len(node.input) > 1 and \
+        if node.op_type in MATMUL_OPS and len(node.input) > 1 and \
                 node.input[1] in shapes.initializers:
             b_rank = min(b_rank, 2)  # a weight: one GEMM over the flattened batch
         op_class = op_class_of(node.op_type, a_rank, b_rank, int(attrs.get("group", 1)))
         if any(s is None for s, n in zip(ins + outs, list(node.input) + list(node.output)) if n):
             unknown[node.op_type] += 1
         elem = {i: et(shapes.known[i].elem_type) for i in node.input if i in shapes.known}
-        read = sum(_numel(shapes.shape(i)) * _ELEM_SIZE.get(elem.get(i, 1), 4)
+        read = sum(_numel(shapes.shape(i)) * ELEM_SIZE.get(elem.get(i, 1), 4)
                    for i in dict.fromkeys(node.input) if i)
-        weights = sum(_numel(shapes.shape(i)) * _ELEM_SIZE.get(elem.get(i, 1), 4)
+        weights = sum(_numel(shapes.shape(i)) * ELEM_SIZE.get(elem.get(i, 1), 4)
                       for i in dict.fromkeys(node.input) if i in shapes.initializers)
         out_tensors = [shapes.known[o] for o in node.output if o and o in shapes.known]
-        written = sum(_numel(t.shape) * _ELEM_SIZE.get(et(t.elem_type), 4) for t in out_tensors)
+        written = sum(_numel(t.shape) * ELEM_SIZE.get(et(t.elem_type), 4) for t in out_tensors)
         out_dtype = et(out_tensors[0].elem_type if out_tensors else 1)
         macs = _macs(node.op_type, attrs, ins, outs)
         variant = "math" if node.op_type in MATH_OPS else ""
         if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) > 2 and ins[0] is not None:
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
-            variant = rnn_variant(steps, r / (w + r) if w + r else 1.0)
+            variant = rnn_variant(steps, recurrent_share(w, r))
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
-                                   _DTYPE_NAME.get(out_dtype, "float32"), variant, weights))
+                                   DTYPE_NAME.get(out_dtype, "float32"), variant, weights))
     kernel_tuple = tuple(kernels)
     events.update(kernel_events(kernel_tuple))
     warnings = list(extra_warnings)

@@ -3,8 +3,8 @@ kernel, and element sizes of ONNX tensor types (used by :mod:`ftmodel.frameworks
 
 from __future__ import annotations
 
-__all__ = ["ELEMENTWISE_OPS", "MATH_OPS", "SKIP_OPS", "VIEW_OPS", "Shape", "classify_node",
-           "op_class_of"]
+__all__ = ["CLASS_OF", "DTYPE_NAME", "ELEMENTWISE_OPS", "ELEM_SIZE", "MATH_OPS", "MATMUL_OPS",
+           "SKIP_OPS", "VIEW_OPS", "Shape", "classify_node", "op_class_of"]
 
 Shape = tuple[int, ...]
 
@@ -12,7 +12,7 @@ VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", 
                       "Shape", "Size"})
 SKIP_OPS = frozenset({"Constant"})
 
-_CLASS_OF: dict[str, str] = {}
+CLASS_OF: dict[str, str] = {}  # op type -> op class (MatMul's depends on ranks: op_class_of)
 for _cls, _ops in {
     "conv": ["Conv", "FusedConv", "ConvTranspose", "NhwcConv", "QLinearConv", "ConvInteger",
              "NhwcFusedConv"],
@@ -40,8 +40,8 @@ for _cls, _ops in {
              "EyeLike", "Where", "ReverseSequence"],
 }.items():
     for _op in _ops:
-        _CLASS_OF[_op] = _cls
-_MATMUL_OPS = frozenset({"MatMul", "FusedMatMul"})
+        CLASS_OF[_op] = _cls
+MATMUL_OPS = frozenset({"MatMul", "FusedMatMul"})  # gemm or bmm by their operands' ranks
 MATH_OPS = frozenset({"Erf", "Exp", "Log", "Tanh", "Sigmoid", "Gelu", "FastGelu", "BiasGelu",
                       "QuickGelu", "Pow", "Sqrt", "Sin", "Cos", "Tan", "Softplus", "Elu", "Selu",
                       "Celu", "Mish", "Atan", "Asin", "Acos", "Sinh", "Cosh", "HardSigmoid",
@@ -53,17 +53,18 @@ ELEMENTWISE_OPS = MATH_OPS | frozenset({
     "IsInf", "BitShift", "HardSwish", "BiasAdd", "BiasDropout", "QuickGelu", "QuantizeLinear",
     "DequantizeLinear", "DynamicQuantizeLinear", "Shrink", "Swish", "SiLU",
 })
-_ELEM_SIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
-              16: 2, 14: 8, 15: 16}
-_DTYPE_NAME = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64", 7: "int64",
-               6: "int32", 3: "int8", 2: "uint8", 9: "bool"}
+# ONNX TensorProto element type -> bytes per element, and -> ftmodel's dtype name
+ELEM_SIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
+             16: 2, 14: 8, 15: 16}
+DTYPE_NAME = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64", 7: "int64",
+              6: "int32", 3: "int8", 2: "uint8", 9: "bool"}
 
 
 def op_class_of(op_type: str, a_rank: int = 0, b_rank: int = 0, group: int = 1) -> str:
     """The ftmodel op class of an ONNX / ORT op type (domain stripped)."""
-    if op_type in _MATMUL_OPS:
+    if op_type in MATMUL_OPS:
         return "bmm" if a_rank >= 3 and b_rank >= 3 else "gemm"
-    cls = _CLASS_OF.get(op_type)
+    cls = CLASS_OF.get(op_type)
     if cls == "conv" and group > 1:
         return "conv_grouped"
     if cls is not None:

@@ -13,7 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ftmodel.frameworks.onnx_ops import _CLASS_OF, ELEMENTWISE_OPS, Shape
+from ftmodel.frameworks.onnx_ops import CLASS_OF, ELEMENTWISE_OPS, Shape
+
+__all__ = ["ShapePass", "node_attrs"]
+
 
 @dataclass
 class _Tensor:
@@ -21,7 +24,8 @@ class _Tensor:
     elem_type: int
 
 
-def _attrs(node: Any) -> dict[str, Any]:
+def node_attrs(node: Any) -> dict[str, Any]:
+    """A node's attributes by name, as Python values."""
     from onnx import helper
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
@@ -39,7 +43,7 @@ def _type_proto(t: _Tensor) -> Any:
     return helper.make_tensor_type_proto(t.elem_type, list(t.shape) if t.shape else [])
 
 
-class _ShapePass:
+class ShapePass:
     """Static tensor shapes of every value of a graph with concrete input shapes."""
 
     def __init__(self, model: Any) -> None:
@@ -73,7 +77,7 @@ class _ShapePass:
             if any(o and (o not in outs or outs[o].shape is None) for o in node.output):
                 self.unknown_nodes[node.op_type] += 1
             if node.op_type == "Constant":
-                value = _attrs(node).get("value")
+                value = node_attrs(node).get("value")
                 if value is not None:
                     self.known[node.output[0]] = _Tensor(tuple(value.dims), value.data_type)
                     self.consts[node.output[0]] = value
@@ -135,9 +139,9 @@ class _ShapePass:
         same = {node.output[0]: _Tensor(x.shape, x.elem_type)} if x is not None else {}
         if dom in ("", "ai.onnx") and self._has_schema(op):
             out = self._standard(node)
-            return out or (same if op in ELEMENTWISE_OPS or op not in _CLASS_OF else {})
+            return out or (same if op in ELEMENTWISE_OPS or op not in CLASS_OF else {})
         # ORT's contrib ops; some (SimplifiedLayerNormalization) live in the default domain
-        a = _attrs(node)
+        a = node_attrs(node)
         fused_attrs = ("activation", "activation_params", "activation_alpha", "activation_beta",
                        "activation_gamma")
         if op in ("Conv", "FusedConv", "NhwcFusedConv"):

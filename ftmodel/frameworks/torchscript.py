@@ -81,6 +81,7 @@ from ftmodel.program import Program
 from ftmodel.frameworks.torchscript_cuda import (
     CudaTsArtifact,
     build_cuda,
+    fuse_for_device,
     jit_trace,
 )
 from ftmodel.frameworks.torchscript_graph import NAME, lower_graph
@@ -173,4 +174,5 @@ FRAMEWORK = register(Framework(
     NAME, lower, legacy=True,
     description="TorchScript (torch.jit.trace + freeze + optimize_for_inference; deprecated "
                 "since torch 2.11)",
-    lower_model=lower_model, runner=runner, allocations_known=True))
+    lower_model=lower_model, runner=runner, allocations_known=True,
+    device_pass=fuse_for_device))

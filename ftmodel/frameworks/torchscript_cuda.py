@@ -20,7 +20,7 @@ Counting semantics
 * **Kernels**: every launching aten op a graph node dispatches (``Kernel.members`` holds the
   node kind and the aten op), except where the GPU fuser groups them.
 * **Fusion groups** depend on the GPU, so they are formed per device profile
-  (:func:`apply_fuser`, called by ``ftmodel.estimate.launches.expand_launches`` with
+  (:func:`fuse_for_device`, TorchScript's ``Framework.device_pass``: :func:`apply_fuser` with
   :func:`fuser_for` the profile): after its profiling runs, PyTorch 1.12's executor hands
   chains of fusible ops to the GPU fuser — nvFuser on Volta and newer (``"nvfuser"``: pointwise
   ops, batch/layer norm, softmax and reductions), the NNC fuser before Volta (``"nnc"``:
@@ -73,7 +73,8 @@ from ftmodel.tracing.recorder import DispatchRecorder, Recorder
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["CudaTsArtifact", "DEFAULT_FUSER", "FUSERS", "apply_fuser", "build_cuda",
-           "aten_overload", "call_aten_node", "fuse_kernels", "fuser_for", "is_scalar_math", "jit_trace", "lower_traced_graph"]
+           "aten_overload", "call_aten_node", "fuse_for_device", "fuse_kernels", "fuser_for",
+           "is_scalar_math", "jit_trace", "lower_traced_graph"]
 
 NAME = "torchscript"
 _NOT_INSTRUCTIONS = frozenset({"prim::Constant"})
@@ -292,11 +293,18 @@ def apply_fuser(program: Program, fuser: str) -> Program:
     return Program(program.framework, kernels, events, program.batch, program.warnings)
 
 
+def fuse_for_device(program: Program, device: DeviceProfile) -> Program:
+    """``program`` as TorchScript runs it on ``device``: on a ``cuda`` device with the fusion
+    groups of that GPU's fuser (:func:`fuser_for`), elsewhere unchanged."""
+    if device.type != "cuda":
+        return program
+    return apply_fuser(program, fuser_for(device))
+
+
 def lower_traced_graph(graph: Any, module: nn.Module, example: tuple[torch.Tensor, ...],
                        names: frozenset[str], *, batch: int | None) -> Program:
     """The Program of an inlined traced graph whose inputs are (module, *example), before the
-    GPU fuser's groups (:func:`apply_fuser`; the device's fuser is applied by
-    ``ftmodel.estimate.launches.expand_launches``)."""
+    GPU fuser's groups (:func:`fuse_for_device` forms the device's)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)

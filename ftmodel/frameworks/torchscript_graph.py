@@ -5,7 +5,6 @@ docstring; this module is its graph walk (:func:`lower_graph`)."""
 from __future__ import annotations
 
 import logging
-import math
 import warnings
 from collections import Counter
 from collections.abc import Iterable
@@ -19,7 +18,8 @@ from ftmodel.frameworks._common import PositionalModule, make_kernel, module_pat
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
-from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
+from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, classify, conv_macs,
+                                      einsum_macs, macs_of, matmul_macs, variant_of)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
@@ -56,10 +56,6 @@ _CLASS_OVERRIDES = {"linear": "gemm", "einsum": "bmm", "scaled_dot_product_atten
                     "MKLDNNLayerNorm": "norm"}
 
 
-def _numel(shape: Iterable[int]) -> int:
-    return math.prod(int(s) for s in shape)
-
-
 def _tensors(values: Iterable[Any]) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
     for v in values:
@@ -80,28 +76,23 @@ def _nbytes(ts: Iterable[torch.Tensor]) -> int:
     return total
 
 
-def _conv_macs(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, transposed: bool) -> int:
-    return (x.numel() if transposed else out.numel()) * _numel(w.shape[1:])
-
-
 def _special_macs(name: str, args: list[Any], out: Any) -> int | None:
-    """MACs of the composite ops TorchScript keeps (None: use ftmodel's formula registry)."""
+    """MACs of the composite ops TorchScript keeps, by :mod:`ftmodel.tracing.formulas`' shape
+    formulas (None: use its aten registry)."""
     o = out[0] if isinstance(out, (tuple, list)) else out
     if not isinstance(o, torch.Tensor):
         return None
     if name in ("matmul", "linear"):
         a = args[0]
-        return o.numel() * int(a.shape[-1]) if isinstance(a, torch.Tensor) else 0
+        return matmul_macs(o.shape, int(a.shape[-1])) if isinstance(a, torch.Tensor) else 0
     if name in ("conv1d", "conv2d", "conv3d", "mkldnn_convolution"):
-        return _conv_macs(args[0], args[1], o, False)
+        return conv_macs(args[0].shape, args[1].shape, o.shape)
     if name.startswith("conv_transpose"):
-        return _conv_macs(args[0], args[1], o, True)
+        return conv_macs(args[0].shape, args[1].shape, o.shape, transposed=True)
     if name == "einsum":
-        from ftmodel.frameworks.onnx_graph import einsum_macs
         return einsum_macs(str(args[0]), [tuple(t.shape) for t in args[1]])
     if name == "scaled_dot_product_attention":
-        q, k, v = args[0], args[1], args[2]
-        return int(_numel(q.shape[:-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1]))
+        return attention_macs(args[0].shape, args[1].shape, args[2].shape)
     return None
 
 

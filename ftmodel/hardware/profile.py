@@ -47,7 +47,6 @@ __all__ = [
 SCHEMA = "ftmodel.profile"
 HOST_SCHEMA = "ftmodel.host"
 SCHEMA_VERSION = 1
-HOST_EVENTS = ("module_call", "view", "alloc")
 
 
 @dataclass(frozen=True)
@@ -137,10 +136,6 @@ class HardwareProfile:
         """Plain JSON types (lists, not tuples): ``profile_from_dict(p.to_dict())`` round-trips."""
         d: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         return {"schema": SCHEMA, **d}
-
-    def with_host(self, host: HostProfile) -> HardwareProfile:
-        return HardwareProfile(self.name, self.kind, self.device, host, self.provenance,
-                               self.aliases, self.schema_version)
 
 
 # ---- validation helpers -------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.recorder import StorageIds, tensors_of, storage_key
 from ftmodel.tracing.records import OpRecord, Trace
 
-__all__ = ["SegmentTrace", "TensorMeta", "trace_segment"]
+__all__ = ["RECORD_REST", "SegmentTrace", "TRACE_COUNTERS", "TensorMeta", "trace_segment"]
 
-_RECORD_REST = tuple(f.name for f in fields(OpRecord))[2:]  # all but index, module_path
+RECORD_REST = tuple(f.name for f in fields(OpRecord))[2:]  # all but index, module_path
 
 
 class TensorMeta(NamedTuple):
@@ -60,7 +60,7 @@ class SegmentTrace:
     in_sid: int | None = None
     out_sid: int | None = None
     out_is_in: bool = False
-    counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters (see _COUNTERS)
+    counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters: TRACE_COUNTERS
 
 
 # Trace fields ftmodel.oracle.trace_cache.TraceCache.assemble builds itself; every other field must be
@@ -69,7 +69,7 @@ class SegmentTrace:
 # unassemblable.
 _ASSEMBLED = frozenset({"records", "n_module_calls", "module_calls", "batch", "fake",
                         "warnings", "meta"})
-_COUNTERS = tuple(f.name for f in fields(Trace) if f.name not in _ASSEMBLED)
+TRACE_COUNTERS = tuple(f.name for f in fields(Trace) if f.name not in _ASSEMBLED)
 
 
 
@@ -149,7 +149,7 @@ def trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> Se
         else:
             del module.__dict__["forward"]
     names = {n for n, _ in module.named_modules(remove_duplicate=False)}
-    counters = tuple((f, getattr(tr, f)) for f in _COUNTERS)
+    counters = tuple((f, getattr(tr, f)) for f in TRACE_COUNTERS)
     relocatable = (tr.fake and ("sids" in ends or observer is not None
                                 and len(observer.ops) == len(tr.records))
                    and all(type(v) is int for _, v in counters)
@@ -169,7 +169,7 @@ def trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> Se
     out_sid = sid_of.get(out_keys[0]) if len(out_keys) == 1 else None
     n_sids = 1 + max((sid for r in tr.records for j in ("reads", "writes")
                       for sid, _ in getattr(r, j, ())), default=-1)
-    records = tuple((r.module_path, tuple(getattr(r, f) for f in _RECORD_REST))
+    records = tuple((r.module_path, tuple(getattr(r, f) for f in RECORD_REST))
                     for r in tr.records)
     return SegmentTrace(records, tuple(tr.module_calls.items()), ends.get("meta"), relocatable,
                         n_sids, in_sid, out_sid, bool(in_keys) and in_keys == out_keys, counters)

@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.oracle.segment_trace import (_COUNTERS, _RECORD_REST, SegmentTrace, TensorMeta,
-                                   trace_segment)
+from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, SegmentTrace, TensorMeta,
+                                          trace_segment)
 from ftmodel.plain_objects import maker
 from ftmodel.oracle.structure import KeyNumbers, Plan
 from ftmodel.tracing.records import OpRecord, Trace
@@ -44,7 +44,7 @@ __all__ = ["Part", "TraceCache"]
 
 _OPERANDS = ("reads", "writes")  # storage-id fields of records and kernels
 if tuple(f.name for f in fields(OpRecord))[:2] != ("index", "module_path") or not (
-        set(_OPERANDS) <= set(_RECORD_REST)):
+        set(_OPERANDS) <= set(RECORD_REST)):
     raise ImportError("ftmodel.oracle.trace_cache expects OpRecord to start with index, module_path "
                       "and to carry reads, writes")
 
@@ -102,7 +102,7 @@ class TraceCache:
         if calls is not None:
             calls[""] = 1
         meta = first
-        counters = dict.fromkeys(_COUNTERS, 0)
+        counters = dict.fromkeys(TRACE_COUNTERS, 0)
         g_in: int | None = None  # global storage id of the current segment's input, if known
         n_sids = 0  # global storage ids handed out so far
         keys = iter(plan.keys)
@@ -263,7 +263,7 @@ def _gmap(seg: SegmentTrace, base: int, in_global: int | None) -> list[int] | No
 def _placed(seg: SegmentTrace, path: str) -> list[dict[str, Any]]:
     """``seg``'s records as field dicts with module paths under ``path`` (relocated by
     :func:`_relocate_as`)."""
-    names = ("index", "module_path") + _RECORD_REST
+    names = ("index", "module_path") + RECORD_REST
     return [dict(zip(names, (0, f"{path}.{rel}" if rel else path) + rest))
             for rel, rest in seg.records]
 
@@ -302,7 +302,7 @@ class _SegmentKernels:
     n_alloc: int
 
 
-_AT = {f: i for i, f in enumerate(_RECORD_REST)}
+_AT = {f: i for i, f in enumerate(RECORD_REST)}
 
 
 def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:

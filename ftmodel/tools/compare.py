@@ -24,19 +24,16 @@ from ftmodel.api import DeviceSpec, HostSpec, Prediction, Predictor, resolve_pro
 from ftmodel.deprecation import renamed
 from ftmodel.errors import (BackendUnavailable, FrameworkUnsupported, InvalidArgumentError,
                             ProfileError)
-from ftmodel.frameworks.base import canonical_framework
+from ftmodel.frameworks.base import canonical_framework, framework_names
 from ftmodel.tracing.inputs import InputSpec
 
 __all__ = ["FrameworkComparison", "compare_frameworks", "default_frameworks"]
 
-CPU_FRAMEWORKS = ("eager", "torchscript", "onnxruntime", "inductor")
-GPU_FRAMEWORKS = ("eager", "torchscript", "onnxruntime", "inductor", "cudagraphs",
-                  "onnxruntime-cudagraphs")
 
 
 def default_frameworks(device_type: str) -> tuple[str, ...]:
     """The frameworks compared by default on a device of this type ("cpu" or "cuda")."""
-    return CPU_FRAMEWORKS if device_type == "cpu" else GPU_FRAMEWORKS
+    return framework_names(device_type)
 
 
 @dataclass

@@ -27,8 +27,8 @@ from ftmodel.frameworks.base import Framework
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.inputs import ModelInputs, resolve_inputs
 
-__all__ = ["LivePoint", "LiveModel", "compare_live", "compare_live_many", "summarize",
-           "macs_proxy"]
+__all__ = ["LivePoint", "LiveModel", "compare_live", "compare_live_many", "eager_call",
+           "summarize", "macs_proxy"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class LivePoint:
         return abs(self.predicted_s - self.measured_s) / self.measured_s
 
 
-def _call(model: nn.Module, inp: ModelInputs) -> Callable[[], object]:
+def eager_call(model: nn.Module, inp: ModelInputs) -> Callable[[], object]:
+    """A zero-argument callable running one eager forward of ``model`` on ``inp`` (no_grad)."""
     def run() -> object:
         with torch.no_grad():
             return model(*inp.args, **inp.kwargs)
@@ -131,7 +132,7 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
                 if fw.runner is None:  # eager: the module itself, on the profile's device
                     model = model.to(device)
                     for b in batches:
-                        fns[(lm.name, b)] = _call(model, resolve_inputs(
+                        fns[(lm.name, b)] = eager_call(model, resolve_inputs(
                             model, lm.make_inputs(b), b).map(lambda t: t.to(device)))
                 else:
                     for b in batches:

@@ -19,6 +19,12 @@ the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these nu
   ops ``lstm``/``gru``/``rnn_tanh``/``rnn_relu`` (TorchScript graphs). Gate nonlinearities and
   biases are not MACs.
 
+The shape-level formulas (:func:`conv_macs`, :func:`matmul_macs`, :func:`attention_macs`,
+:func:`einsum_macs`, :func:`rnn_macs`, :func:`recurrent_share`) are the one definition of these
+counts: the aten registry below applies them to an op's arguments, and the ONNX and TorchScript
+graph walks (:mod:`ftmodel.frameworks.onnx_graph`, :mod:`ftmodel.frameworks.torchscript_graph`)
+to their nodes' shapes.
+
 Op classes group operators whose device time follows one curve of time against work; see
 ``OP_CLASSES``. Views and uninitialised allocations launch no kernel.
 """
@@ -26,14 +32,15 @@ Op classes group operators whose device time follows one curve of time against w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
 __all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
            "static_traits", "RNN_OPS", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
-           "steps_of"]
+           "steps_of", "attention_macs", "conv_macs", "einsum_macs", "matmul_macs",
+           "recurrent_share", "rnn_macs"]
 
 OP_CLASSES: tuple[str, ...] = (
     "gemm",  # mm, addmm: work = MACs
@@ -145,13 +152,72 @@ def classify(func: Any, args: Sequence[Any]) -> str:
     return "other"
 
 
-# ---- MAC formulas --------------------------------------------------------------------------
+# ---- shape formulas: one definition per count, for every lowering ---------------------------
+
+def matmul_macs(out: Sequence[int], k: int) -> int:
+    """MACs of a matrix product with output shape ``out`` and reduction size ``k`` (GEMM,
+    batched matmul, linear): every output element is one ``k``-long dot product."""
+    return _numel(out) * int(k)
+
+
+def conv_macs(x: Sequence[int], w: Sequence[int], out: Sequence[int],
+              transposed: bool = False) -> int:
+    """MACs of a convolution with input shape ``x``, weight shape ``w`` (C_out, C_in/groups,
+    *kernel; a transposed convolution's is C_in, C_out/groups, *kernel) and output shape
+    ``out``: every output element (every input element, for a transposed convolution)
+    multiplies one ``prod(w[1:])`` slice of the weight. Only element counts enter, so NHWC and
+    channel-padded (NCHWc) layouts count alike."""
+    return _numel(x if transposed else out) * _numel(w[1:])
+
+
+def attention_macs(q: Sequence[int], k: Sequence[int], v: Sequence[int]) -> int:
+    """MACs of scaled-dot-product attention on (..., S, D) shapes (leading dims: batch, heads):
+    the batched matmuls Q·Kᵀ and P·V, ``prod(q[:-1]) · S_k · (D_qk + D_v)``."""
+    return _numel(q[:-1]) * int(k[-2]) * (int(q[-1]) + int(v[-1]))
+
+
+def einsum_macs(eq: str, shapes: Sequence[Sequence[int] | None]) -> int:
+    """MACs of an einsum: the product of all index sizes (0 if an operand's shape is unknown)."""
+    lhs = eq.replace(" ", "").split("->")[0].split(",")
+    if len(lhs) < 2 or any(s is None for s in shapes[:len(lhs)]):
+        return 0
+    sizes: dict[str, int] = {}
+    for term, shape in zip(lhs, shapes):
+        letters = [c for c in term if c.isalpha()]
+        if "..." in term:  # ellipsis: leading dims are batch-like and shared
+            n_ell = len(shape or ()) - len(letters)
+            for i in range(n_ell):
+                sizes[f"_{i}"] = max(sizes.get(f"_{i}", 1), (shape or ())[i])
+            shape = (shape or ())[n_ell:]
+        for c, d in zip(letters, shape or ()):
+            sizes[c] = max(sizes.get(c, 1), int(d))
+    return math.prod(sizes.values())
+
+
+def rnn_macs(x: Sequence[int], weights: Iterable[Sequence[int]]) -> int:
+    """MACs of a recurrent layer on input shape ``x`` (..., I): every token (the elements of
+    ``x`` but its last dim) multiplies its input and hidden state by the weight matrices of
+    ``weights`` (each layer's and direction's W_ih, W_hh, W_hr, or ONNX's stacked W and R);
+    gate nonlinearities and biases are not MACs."""
+    if not x or x[-1] == 0:
+        return 0
+    return _numel(x) // int(x[-1]) * sum(_numel(w) for w in weights)
+
+
+def recurrent_share(input_weights: int, hidden_weights: int) -> float:
+    """The share of a recurrent layer's MACs in its hidden-to-hidden weights (W_hh: they run
+    step by step), from the element counts of its input (W_ih) and hidden weights."""
+    total = input_weights + hidden_weights
+    return hidden_weights / total if total else 1.0
+
+
+# ---- MAC formulas of aten ops --------------------------------------------------------------
 
 def _mm(args: Sequence[Any], out: Any) -> int:
     a, b = args[0], args[1]
     m, k = _shape(a)
     _, n = _shape(b)
-    return m * k * n
+    return matmul_macs((m, n), k)
 
 
 def _addmm(args: Sequence[Any], out: Any) -> int:
@@ -161,7 +227,7 @@ def _addmm(args: Sequence[Any], out: Any) -> int:
 def _bmm(args: Sequence[Any], out: Any) -> int:
     bsz, m, k = _shape(args[0])
     _, _, n = _shape(args[1])
-    return bsz * m * k * n
+    return matmul_macs((bsz, m, n), k)
 
 
 def _baddbmm(args: Sequence[Any], out: Any) -> int:
@@ -187,51 +253,52 @@ def _conv_groups(name: str, args: Sequence[Any]) -> int:
 
 
 def _conv(args: Sequence[Any], out: Any) -> int:
-    x_shape, w_shape, out_shape = _shape(args[0]), _shape(args[1]), _shape(out)
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    # groups)
     transposed = bool(args[6]) if len(args) > 6 and isinstance(args[6], bool) else False
-    spatial = (x_shape if transposed else out_shape)[2:]
-    c_out, c_in_per_group, *kernel = w_shape
-    return x_shape[0] * _numel(spatial) * c_out * c_in_per_group * _numel(kernel)
+    return conv_macs(_shape(args[0]), _shape(args[1]), _shape(out), transposed)
+
+
+def _conv_forward(args: Sequence[Any], out: Any) -> int:
+    # cudnn_convolution, mkldnn_convolution, _slow_conv2d_forward(input, weight, ...): never
+    # transposed (cudnn_convolution's 7th argument is its benchmark flag)
+    return conv_macs(_shape(args[0]), _shape(args[1]), _shape(out))
 
 
 def _sdpa(args: Sequence[Any], out: Any) -> int:
-    q, k, v = _shape(args[0]), _shape(args[1]), _shape(args[2])
-    if len(q) == 3:  # (B*H, S, D) layouts of the lower-level kernels
-        q, k, v = (1, *q), (1, *k), (1, *v)
-    return _attn_macs(q, k, v)  # the _scaled_dot_product_* ops take (B, H, S, D)
-
-
-def _attn_macs(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
-    b, h_q, s_q, d_q = q
-    s_k, d_v = k[2], v[3]
-    return b * h_q * s_q * s_k * (d_q + d_v)
+    # the _scaled_dot_product_* ops take (B, H, S, D); lower-level kernels (B*H, S, D)
+    return attention_macs(_shape(args[0]), _shape(args[1]), _shape(args[2]))
 
 
 def _flash_fwd(args: Sequence[Any], out: Any) -> int:
     # _flash_attention_forward / _efficient_attention_forward: (B, S, H, D)
+    def heads_first(s: tuple[int, ...]) -> tuple[int, ...]:
+        return s[0], s[2], s[1], s[3]
+
     q, k, v = _shape(args[0]), _shape(args[1]), _shape(args[2])
-    perm = lambda s: (s[0], s[2], s[1], s[3])  # noqa: E731
-    return _attn_macs(perm(q), perm(k), perm(v))
+    return attention_macs(heads_first(q), heads_first(k), heads_first(v))
 
 
 def _native_mha(args: Sequence[Any], out: Any) -> int:
-    # _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, ...)
+    # _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, ...):
+    # the in-projections (one fused QKV GEMM for self-attention), attention, the out-projection
     q, k = _shape(args[0]), _shape(args[1])
     b, s_q, e = q
     s_k = k[1]
-    projections = b * s_q * e * 3 * e if s_q == s_k else b * (s_q + 2 * s_k) * e * e
-    return projections + b * s_q * e * e + 2 * b * s_q * s_k * e
+    projections = (matmul_macs((b, s_q, 3 * e), e) if s_q == s_k
+                   else matmul_macs((b, s_q + 2 * s_k, e), e))
+    return (projections + matmul_macs((b, s_q, e), e)
+            + attention_macs((b, s_q, e), (b, s_k, e), (b, s_k, e)))
 
 
 def _rnn(args: Sequence[Any], out: Any) -> int:
     # mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, ...); _cudnn_rnn(input, weights, ...)
     x = _shape(args[0])
-    if len(x) < 2 or x[-1] == 0:
+    if len(x) < 2:
         return 0
-    tokens = _numel(x) // x[-1]
     weights = args[1] if isinstance(args[1], (list, tuple)) else args[1:3]
-    return tokens * sum(_numel(_shape(w)) for w in weights
-                        if isinstance(w, torch.Tensor) and w.dim() == 2)
+    return rnn_macs(x, [_shape(w) for w in weights
+                        if isinstance(w, torch.Tensor) and w.dim() == 2])
 
 
 def _rnn_composite(args: Sequence[Any], out: Any) -> int:
@@ -253,9 +320,9 @@ MAC_FORMULAS: dict[str, Callable[[Sequence[Any], Any], int]] = {
     "convolution": _conv,
     "_convolution": _conv,
     "convolution_overrideable": _conv,
-    "cudnn_convolution": _conv,
-    "mkldnn_convolution": _conv,
-    "_slow_conv2d_forward": _conv,
+    "cudnn_convolution": _conv_forward,
+    "mkldnn_convolution": _conv_forward,
+    "_slow_conv2d_forward": _conv_forward,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "_scaled_dot_product_flash_attention": _sdpa,
     "_scaled_dot_product_efficient_attention": _sdpa,
@@ -335,7 +402,7 @@ def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
             if isinstance(ws, (list, tuple)) else []
     total = sum(_numel(_shape(w)) for w in mats)
     rec = sum(_numel(_shape(w)) for w in mats[1::2])
-    return rec / total if total else 1.0
+    return recurrent_share(total - rec, rec)
 
 
 def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
