@@ -1,4 +1,4 @@
-"""Generate the built-in GPU profiles: one JSON per row of shared/data/gpu_specs.csv.
+"""Generate the built-in GPU profiles: one JSON per row of benchmarks/data/gpu_specs.csv.
 
     .venv/bin/python benchmarks/build_gpu_profiles.py          # writes ftmodel/hardware/builtin/
 
@@ -250,9 +250,9 @@ def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwarePr
             host=hosts[host_name],
             provenance={
                 "generated_by": "benchmarks/build_gpu_profiles.py",
-                "specs": "shared/data/gpu_specs.csv",
+                "specs": "benchmarks/data/gpu_specs.csv",
                 "efficiency": "benchmarks/gpu_efficiency.json (fit_gpu_efficiency.py on "
-                              "shared/data/framework_tax/latency.csv)",
+                              "benchmarks/data/framework_tax/latency.csv)",
                 "host": f"default host {host_name!r}: {params['hosts'][host_name]['note']}",
                 "fitted_on_gpus": params.get("fitted_on_gpus", []),
                 "generation_efficiency": {

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/fit_gpu_efficiency.py            # writes benchmarks/gpu_efficiency.json
     .venv/bin/python benchmarks/fit_gpu_efficiency.py --check    # also checks affine-in-batch work
 
-Data: ``shared/data/framework_tax/latency.csv`` — PyTorch eager, TorchScript and ONNX Runtime
+Data: ``benchmarks/data/framework_tax/latency.csv`` — PyTorch eager, TorchScript and ONNX Runtime
 (CUDA EP), fp32 and fp16, on the Quadro RTX 8000, Titan X (Pascal) and GTX 1080 Ti (ONNX
 Runtime on the RTX 8000 only; TensorRT points are not modelled, see ``paper_gpus.py``) — and
 ``kernel_traces_rtx8000.csv`` / ``figures_rtx8000.csv`` (summed kernel time of ResNet-50 and

@@ -3,8 +3,8 @@
 Used by ``build_gpu_profiles.py``, ``fit_gpu_efficiency.py`` and ``paper_gpus.py`` (run them as
 scripts from the repository root; this file sits next to them on ``sys.path``).
 
-* ``gpu_specs()`` parses ``shared/data/gpu_specs.csv`` (numbers out of annotated cells).
-* ``latency_points()`` reads ``shared/data/framework_tax/latency.csv`` (duplicate measurements of
+* ``gpu_specs()`` parses ``benchmarks/data/gpu_specs.csv`` (numbers out of annotated cells).
+* ``latency_points()`` reads ``benchmarks/data/framework_tax/latency.csv`` (duplicate measurements of
   one point are reduced to their median).
 * ``MODELS`` builds every model of that file that can be built here, from configs only (random
   weights, no downloads). Hugging Face models use eager attention, as transformers 4.22 did.
@@ -288,7 +288,7 @@ def framework_program(name: str, framework: str, dtype: str, batch: int) -> Any:
     assert fw.lower_model is not None
     prog = fw.lower_model(_REAL_MODELS[name], MODELS[name].inputs, batch, None, device="cuda",
                           dtype=dtype)
-    if fw.name == "torchscript":  # the GPU fuser's groups (ftmodel.estimate.launches does this)
+    if fw.name == "torchscript":  # the GPU fuser's groups (its device_pass picks them by GPU)
         from ftmodel.frameworks.torchscript_cuda import apply_fuser
         prog = apply_fuser(prog, TS_FUSERS[framework])
     return prog

@@ -16,8 +16,8 @@ Per framework and batch: Spearman ρ and Kendall τ between predicted and measur
 the same for two baselines that need no profile — the candidate's MACs and its parameter count —
 on the same points. Nothing is fitted to these measurements.
 
-Writes benchmarks/results/oracle-rank.csv (one row per candidate × framework × batch),
-oracle-rank-summary.md and oracle-rank.png (predicted vs measured per framework × batch).
+Writes benchmarks/results/local/oracle-rank.csv (``--out``; one row per candidate × framework ×
+batch), oracle-rank-summary.md and oracle-rank.png (predicted vs measured per framework × batch).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round-s", type=float, default=0.1)
-    ap.add_argument("--out", default=str(RESULTS / "oracle-rank"))
+    ap.add_argument("--out", default=str(RESULTS / "local" / "oracle-rank"))
     args = ap.parse_args(argv)
 
     threads = set_threads(args.threads)

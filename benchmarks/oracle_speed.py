@@ -1,7 +1,7 @@
 """How fast is the NAS cost oracle? Candidates per second, cold and warm, vs one live measurement.
 
     python benchmarks/oracle_speed.py                         # eager, batch 1, this CPU's profile
-    python benchmarks/oracle_speed.py --framework eager --gpu a100 --batch 8
+    python benchmarks/oracle_speed.py --framework eager --device a100 --batch 8
     python benchmarks/oracle_speed.py --cprofile /tmp/oracle.prof   # profile the warm phase
 
 Candidates are sampled at random from the MobileNet-V2-style space of
@@ -21,7 +21,8 @@ the same batch, 2 threads) made the way ftmodel measures (``ftmodel.measure``, a
 ``ftmodel.tools.validation`` uses it: weights built, warm-up, 5 rounds of at least 0.1 s, the fastest
 round's median), and against a single forward pass.
 
-Writes benchmarks/results/oracle-speed.csv (one row per phase) and oracle-speed-summary.md.
+Writes benchmarks/results/local/oracle-speed.csv (``--out``; one row per phase) and
+oracle-speed-summary.md.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def _live_cost(space: MobileNetV2Space, cfg: CandidateConfig, batch: int, rounds
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--framework", default="eager")
-    ap.add_argument("--gpu", default=None, help="profile (default: this CPU's calibrated one)")
+    ap.add_argument("--device", "--gpu", dest="gpu", default=None,
+                    help="profile (default: this CPU's calibrated one)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--resolution", type=int, default=128)
     ap.add_argument("--cold", type=int, default=200)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round-s", type=float, default=0.1, help="seconds per round")
     ap.add_argument("--live", type=int, default=5, help="candidates measured live")
     ap.add_argument("--cprofile", default=None, help="write a cProfile of the warm phase here")
-    ap.add_argument("--out", default=str(RESULTS / "oracle-speed"))
+    ap.add_argument("--out", default=str(RESULTS / "local" / "oracle-speed"))
     args = ap.parse_args(argv)
 
     threads = set_threads(args.threads)

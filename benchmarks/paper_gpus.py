@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/paper_gpus.py              # ~7 min on 2 cores (3 LOGO fits)
     .venv/bin/python benchmarks/paper_gpus.py --reuse-logo # reuse the LOGO fits of the last run
 
-For every point of ``shared/data/framework_tax/latency.csv`` — PyTorch eager, TorchScript and
+For every point of ``benchmarks/data/framework_tax/latency.csv`` — PyTorch eager, TorchScript and
 ONNX Runtime (CUDA EP), fp32 and fp16, RTX 8000, Titan X and 1080 Ti — whose model can be
-built here (``gpu_common.MODELS``) it writes ``benchmarks/results/paper-gpus.csv`` with:
+built here (``gpu_common.MODELS``) it writes ``benchmarks/results/paper-gpus/paper-gpus.csv``
+with:
 
 * ``predicted_s`` — the built-in profiles' model (parameters fitted on all three GPUs:
   in-sample);
@@ -70,7 +71,7 @@ from paper_report import plot, plot_frameworks, summarise  # noqa: E402
 
 from ftmodel.estimate.timeline import crossover  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "paper-gpus"
 PARAMS = Path(__file__).resolve().parent / "gpu_efficiency.json"
 LOGO_CACHE = Path("/tmp/ftmodel-paper-gpus-logo.json")
 GPU_LABEL = {v: k for k, v in DATA_GPUS.items()}

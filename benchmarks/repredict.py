@@ -4,8 +4,8 @@ predicted and measured are not from the same run).
 
     python benchmarks/repredict.py benchmarks/results/gpu-h100/eager-run1.csv \\
         --profile benchmarks/results/gpu-h100/h100-profile.json
-    python benchmarks/repredict.py benchmarks/results/cpu-eager.csv \\
-        --profile benchmarks/results/cpu-profile.json --framework eager
+    python benchmarks/repredict.py benchmarks/results/cpu-epyc/cpu-eager.csv \\
+        --profile benchmarks/results/cpu-epyc/cpu-profile-zoo.json --framework eager
     python benchmarks/repredict.py \\
         benchmarks/results/cpu-epyc/corpus-calibration-16/corpus-onnxruntime.csv \\
         --profile benchmarks/results/cpu-epyc/cpu-profile-13.json  # a corpus run, per half

@@ -12,7 +12,8 @@ Non-eager frameworks are measured with their own runner (the ORT session, the fr
 module, the torch.compile'd module) and predicted from the Program their lowering counts; models a
 framework cannot run are listed as skipped with the FrameworkUnsupported reason.
 
-Writes benchmarks/results/<tag>-<framework>.csv (one row per model × batch),
+Writes, in ``--out-dir`` (default benchmarks/results/local; committed results live in one folder
+per machine, benchmarks/results/<machine>/), <tag>-<framework>.csv (one row per model × batch),
 <tag>-<framework>-summary.md (median / P90 APE, share within ±20%, Spearman ρ, for ftmodel and the
 MACs-proxy baseline fitted on the same points), <tag>-<framework>.png (predicted vs measured) and,
 when it calibrates, the profile used, cpu-profile.json. <tag> is "cpu" for a CPU profile and
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick-calibration", action="store_true")
-    ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--out-dir", default=str(RESULTS / "local"))
     args = ap.parse_args(argv)
 
     names = [n for n in (args.frameworks or args.framework or "eager").split(",") if n.strip()]

@@ -53,7 +53,7 @@ def accuracy_proxy(cfg: CandidateConfig) -> float:
 
 
 def _default_profile() -> str:
-    path = ROOT / "benchmarks" / "results" / "cpu-profile.json"
+    path = ROOT / "benchmarks" / "results" / "cpu-epyc" / "cpu-profile-zoo.json"
     try:
         from ftmodel.hardware.registry import load_profile
         prof = load_profile(str(path))
@@ -61,7 +61,7 @@ def _default_profile() -> str:
             return str(path)
     except Exception:  # noqa: BLE001 - fall back to this machine's default profile
         pass
-    return "/tmp/exp/prof5.json" if Path("/tmp/exp/prof5.json").exists() else "auto"
+    return "auto"
 
 
 def _front(points: list[tuple[float, float]]) -> list[int]:
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--resolution", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "nas-optuna-pareto"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "local"
+                                         / "nas-optuna-pareto"))
     args = ap.parse_args(argv)
     try:
         import optuna

@@ -7,7 +7,7 @@ shipped in ``ftmodel/hardware/builtin`` with their aliases. ``"cpu"`` and ``"loc
 machine's calibrated CPU profile (``local-cpu``).
 
 Built-in GPU profiles are spec-derived (``benchmarks/build_gpu_profiles.py``): their device half
-comes from ``shared/data/gpu_specs.csv`` plus efficiency parameters fitted on the Framework Tax
+comes from ``benchmarks/data/gpu_specs.csv`` plus efficiency parameters fitted on the Framework Tax
 measurements, and their host half is a *default*, the dispatch costs of the paper's Xeon hosts
 (``paper-host``), not the user's CPU. Host-only profiles (``ftmodel/hardware/builtin/hosts``,
 or user files with schema ``ftmodel.host``) are found by :func:`load_host_profile`; passing one

@@ -2,7 +2,7 @@
 
 The zoo (:mod:`ftmodel.tools.zoo`) is what the latency model and its calibration were developed and
 checked against, so its accuracy is a tuning figure. This corpus holds other models — 49 of them
-from 17 families (torchvision and timm CNNs, vision transformers and hybrids, MLP-Mixers, Hugging
+from 18 families (torchvision and timm CNNs, vision transformers and hybrids, MLP-Mixers, Hugging
 Face encoders and decoders, recurrent nets, 1-D convolutional audio nets, plain MLPs) — all with
 random weights and reduced input sizes so that this CPU measures each in seconds.
 

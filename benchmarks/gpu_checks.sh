@@ -2,8 +2,8 @@
 # The GPU checks, in stages, on a machine with an NVIDIA GPU and torch, ftmodel's dependencies
 # installed (run from the repository root; nothing is installed or downloaded):
 #
-#   bash benchmarks/gpu_session.sh env,tests,smoke,calibrate,validate-eager OUTDIR
-#   FROM=G.json bash benchmarks/gpu_session.sh update,launches,validate-cudagraphs,validate-spec OUTDIR
+#   bash benchmarks/gpu_checks.sh env,tests,smoke,calibrate,validate-eager OUTDIR
+#   FROM=G.json bash benchmarks/gpu_checks.sh update,launches,validate-cudagraphs,validate-spec OUTDIR
 #
 # Stages (comma-separated, run in this order):
 #   env            GPU, driver, torch and onnxruntime versions/providers -> OUTDIR/env.txt
@@ -23,7 +23,7 @@
 # OUTDIR/results.tar.gz packs them after every stage (so a stage cut short keeps the others).
 set -u
 STAGES=${1:-env,tests,smoke,calibrate,validate-eager}
-OUT=${2:-benchmarks/results/gpu-session}
+OUT=${2:-benchmarks/results/gpu-checks}
 PY=${PY:-python3}
 SPEC=${SPEC:-h100-sxm5}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
