@@ -63,9 +63,9 @@ print('transformers', transformers.__version__, 'torchvision', torchvision.__ver
 EOF
 cp $OUT/env.log $OUT/env.txt 2>/dev/null; true" ;;
     tests) run_stage tests 150 bash -c "$PY -m pytest -q -p no:cacheprovider -m requires_cuda \
-             tests/test_measure.py tests/test_calibration.py; $PY -m pytest -q -p no:cacheprovider \
-             tests/test_frameworks_cudagraphs.py tests/test_torchscript_cuda.py tests/test_onnx_cuda.py \
-             tests/test_in_model_gpu.py" ;;
+             tests/test_measure.py tests/calibration/test_suite.py; $PY -m pytest -q -p no:cacheprovider \
+             tests/frameworks/test_cudagraphs.py tests/frameworks/test_torchscript_cuda.py tests/frameworks/test_onnx_cuda.py \
+             tests/calibration/test_in_model_gpu.py" ;;
     smoke) run_stage smoke 240 bash -c "$PY -m ftmodel calibrate --device cuda --quick --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out $OUT/smoke-profile.json && \
              $PY benchmarks/validate.py --profile $OUT/smoke-profile.json --frameworks eager,cudagraphs \

@@ -31,7 +31,7 @@ session. Otherwise (no GPU, no CUDA libraries) this module reproduces it on the 
    on the float type; the one that does (step 2) is applied per dtype.
 
 Checked against the paper's torch.profiler traces of ResNet-50 on the Quadro RTX 8000
-(``kernel_traces_rtx8000.csv``; ``tests/test_onnx_cuda.py``): fp32, 56 kernel nodes, launching
+(``kernel_traces_rtx8000.csv``; ``tests/frameworks/test_onnx_cuda.py``): fp32, 56 kernel nodes, launching
 73–130 kernels with cuDNN's helper kernels; fp16, 121 nodes, 240–283 kernels.
 """
 

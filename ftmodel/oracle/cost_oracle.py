@@ -1,7 +1,7 @@
 """A latency oracle for hardware-aware NAS: many candidates, cached by structure.
 
 ``CostOracle(framework, gpu)`` answers the same question as :func:`ftmodel.predict_latency`
-and gives the same :class:`~ftmodel.api.Prediction` (``tests/test_oracle.py``), but caches
+and gives the same :class:`~ftmodel.api.Prediction` (``tests/oracle/test_cost_oracle.py``), but caches
 what candidates of one search space share, so a search asking about thousands of them pays
 for each distinct block once::
 

@@ -11,7 +11,7 @@ traced on its own, on fake tensors, once per (structure key, input shape/stride/
 dtype) — the :class:`TraceCache` — and the model's Trace is assembled from the pieces: records
 re-indexed and their module paths prefixed with the segment's path, module calls summed with
 one call per Sequential container. The result equals the Trace of tracing the whole model
-(``tests/test_oracle.py`` checks it). Models that are not such chains, share a module instance
+(``tests/oracle/test_cost_oracle.py`` checks it). Models that are not such chains, share a module instance
 between segments, or contain a segment that could not be traced on fake tensors are traced
 whole.
 

@@ -24,7 +24,7 @@ from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import HostProfile
 from ftmodel.hardware.registry import list_profiles, load_host_profile, load_profile
 
-SPECS_CSV = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "gpu_specs.csv"
+SPECS_CSV = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "gpu_specs.csv"
 TRACES_CSV = SPECS_CSV.parent / "framework_tax" / "kernel_traces_rtx8000.csv"
 
 transformers = pytest.importorskip("transformers")

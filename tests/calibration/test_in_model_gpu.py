@@ -2,7 +2,7 @@
 
 The fits are pure functions of predicted and measured times, tested here on synthetic rows
 whose "measurements" come from a known timeline; the stage itself runs on a GPU
-(tests/test_calibration.py::test_cuda_calibration_is_async).
+(tests/calibration/test_suite.py::test_cuda_calibration_is_async).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """ONNX Runtime's CUDA-EP graph reproduced on the CPU EP (ftmodel.frameworks.onnx_cuda).
 
 Counts are written as formulas of the tiny models below; the ResNet-50 check against the
-paper's profiler traces is in tests/test_builtin_profiles.py.
+paper's profiler traces is in tests/hardware/test_builtin_profiles.py.
 """
 
 from __future__ import annotations
