@@ -28,13 +28,16 @@ import time
 from pathlib import Path
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
-           "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats", "cpu_name", "heap_kept",
-           "keep_heap",
-           "last_level_cache_bytes", "set_threads", "synchronize"]
+           "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats",
+           "cpu_name", "heap_kept", "keep_heap", "last_level_cache_bytes", "set_threads",
+           "synchronize"]
+
+K = TypeVar("K", bound=Hashable)  # what names each timed callable
 
 
 def cpu_name() -> str:
@@ -155,17 +158,17 @@ def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: 
     return int(max(3, min(max_reps, target_s / t)))
 
 
-def measure_interleaved(fns: Mapping[Hashable, Callable[[], object]], *, device: str = "cpu",
+def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = "cpu",
                         rounds: int = 5, warmup: int = 2, round_s: float = 0.05,
                         max_reps: int = 200, settle_s: float = 0.0
-                        ) -> dict[Hashable, Measurement]:
+                        ) -> dict[K, Measurement]:
     """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each.
 
     ``settle_s``: sleep this long before each callable's block (and its warm-up), untimed. ONNX
     Runtime's worker threads keep spinning for a while after a run; interleaved with another
     session they steal its cores (chains of GEMMs measured 1.5-4x slow on 2 cores), so its
     sessions are timed with a pause in between."""
-    reps: dict[Hashable, int] = {}
+    reps: dict[K, int] = {}
     for key, fn in fns.items():
         if settle_s > 0:
             time.sleep(settle_s)
@@ -173,7 +176,7 @@ def measure_interleaved(fns: Mapping[Hashable, Callable[[], object]], *, device:
             fn()
         synchronize(device)
         reps[key] = _reps_for(fn, device, round_s, max_reps)
-    medians: dict[Hashable, list[float]] = {k: [] for k in fns}
+    medians: dict[K, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for key, fn in fns.items():
             if settle_s > 0:
@@ -224,16 +227,16 @@ def cache_flusher(device: str = "cpu", cache_bytes: int | None = None) -> Callab
     return flush
 
 
-def measure_cold_interleaved(fns: Mapping[Hashable, Callable[[], object]], *,
+def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
                              flush: Callable[[], object], device: str = "cpu", rounds: int = 3,
-                             reps: int = 5, warmup: int = 1) -> dict[Hashable, Measurement]:
+                             reps: int = 5, warmup: int = 1) -> dict[K, Measurement]:
     """Time each callable right after an (untimed) cache flush; rounds interleaved as in
     :func:`measure_interleaved`, each round the median of ``reps`` flushed calls."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     synchronize(device)
-    medians: dict[Hashable, list[float]] = {k: [] for k in fns}
+    medians: dict[K, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for key, fn in fns.items():
             times = []

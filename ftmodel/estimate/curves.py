@@ -38,11 +38,13 @@ def _features(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
         if intensity_weight:
             return np.stack([log_macs, intensity_weight * (log_macs - log_bytes)], axis=1)
         return np.stack([log_macs, log_bytes], axis=1)
-    return np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
+    feats: np.ndarray = np.log(np.stack([br + _EPS, bw + _EPS], axis=1))
+    return feats
 
 
 def _distances(q: np.ndarray, feats: np.ndarray) -> np.ndarray:
-    return np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+    dist: np.ndarray = np.sqrt(((q[:, None, :] - feats[None, :, :]) ** 2).sum(-1))  # (N, M)
+    return dist
 
 
 def _knn_log_inv(d: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
@@ -50,7 +52,8 @@ def _knn_log_inv(d: np.ndarray, log_inv: np.ndarray, k: int) -> np.ndarray:
     query's distances ``d`` (N, M) to the samples."""
     idx = np.argsort(d, axis=1)[:, :k]  # (N, k)
     w = 1.0 / np.maximum(np.take_along_axis(d, idx, axis=1), 1e-3) ** 2
-    return (w * log_inv[idx]).sum(1) / w.sum(1)
+    mean: np.ndarray = (w * log_inv[idx]).sum(1) / w.sum(1)
+    return mean
 
 
 def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
@@ -152,7 +155,8 @@ class SampleCurve:
         q = np.clip(_features(self.op_class, macs, br, bw, self.intensity_weight),
                     self.feats.min(0), self.feats.max(0))  # (N, F)
         log_inv = _knn_log_inv(_distances(q, self.feats), self.log_inv_tput, self.k)
-        return np.exp(log_inv) * work(self.op_class, macs, br, bw)
+        seconds: np.ndarray = np.exp(log_inv) * work(self.op_class, macs, br, bw)
+        return seconds
 
     def _grid_coords(self, macs: np.ndarray, br: np.ndarray, bw: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:

@@ -126,7 +126,9 @@ def op_name(member: str) -> str:
 def blend_hot_cold(hot_s: np.ndarray, cold_s: np.ndarray, cold_fraction: np.ndarray
                    ) -> np.ndarray:
     """``t_hot + f · max(0, t_cold − t_hot)`` per kernel (``f`` = share of cold operand bytes)."""
-    return hot_s + np.clip(cold_fraction, 0.0, 1.0) * np.maximum(cold_s - hot_s, 0.0)
+    blended: np.ndarray = hot_s + np.clip(cold_fraction, 0.0, 1.0) * np.maximum(cold_s - hot_s,
+                                                                                0.0)
+    return blended
 
 
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}

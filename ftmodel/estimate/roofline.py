@@ -42,13 +42,14 @@ class Roofline:
         nbytes = br + bw
         t_mem = nbytes / self._p("bandwidth_Bps", dtype) * (
             1.0 + self._p("half_bytes", dtype) / (nbytes + _EPS))
-        t = t_mem
+        t: np.ndarray = np.asarray(t_mem, dtype=np.float64)
         peak = self._p("peak_macs_per_s", dtype)
         if peak > 0:
-            q = 1.0
+            q: float | np.ndarray = 1.0
             slots, tile = self._p("wave_slots", dtype), self._p("tile_outputs", dtype)
             if slots > 0 and tile > 0:
                 q = wave_factor(macs, bw, ELEM_BYTES.get(dtype, 4.0), slots, tile)
             t_mac = (macs * q + self._p("half_macs", dtype) * macs / (macs + _EPS)) / peak
             t = np.maximum(t_mac, t_mem)
-        return np.maximum(t, self._p("floor_s", dtype))
+        floored: np.ndarray = np.maximum(t, self._p("floor_s", dtype))
+        return floored

@@ -92,7 +92,8 @@ def crossover(overhead_at: Callable[[float], float], compute_at: Callable[[float
 
     ``overhead_at`` and ``compute_at`` are the predicted curves over continuous batch.
     """
-    f = lambda b: compute_at(b) - overhead_at(b)  # noqa: E731
+    def f(b: float) -> float:
+        return compute_at(b) - overhead_at(b)
     grid = np.geomspace(lo, hi, 41)
     vals = [f(b) for b in grid]
     if vals[0] >= 0:

@@ -70,7 +70,7 @@ def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cu
         raise InvalidArgumentError(f"the cudagraphs runner runs fp32 models, got dtype={dtype!r}")
     model = model.to(device).eval()
     inp = resolve_inputs(model, inputs, batch).map(lambda t: t.to(device))
-    side = torch.cuda.Stream()
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
         for _ in range(3):

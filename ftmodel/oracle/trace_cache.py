@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
@@ -334,7 +334,8 @@ def _placed_kernels(sk: _SegmentKernels, path: str) -> _PlacedKernels:
     out = [{**t, "module_path": f"{path}.{t['module_path']}" if t["module_path"] else path}
            for t in sk.templates]
     make = _MAKE[Kernel]
-    local = tuple([make(d) for d in out])  # the dicts are never changed: relocation copies
+    # the dicts are never changed: relocation copies
+    local = cast("tuple[Kernel, ...]", tuple([make(d) for d in out]))
     return _PlacedKernels(out, local, sk.events, sk.n_view, sk.n_alloc)
 
 
@@ -345,7 +346,7 @@ def _kernels_of(templates: list[dict[str, Any]], gmap: list[int] | None
     return tuple(out)
 
 
-def _relocate_as(cls: type, out: list[Any], placed: list[dict[str, Any]],
+def _relocate_as(cls: type[OpRecord] | type[Kernel], out: list[Any], placed: list[dict[str, Any]],
                  gmap: list[int] | None) -> None:
     """Append ``cls`` objects (OpRecord or Kernel) built from the field dicts ``placed``, with
     storage ids mapped through ``gmap`` (None: unchanged); records are re-indexed after

@@ -177,7 +177,8 @@ def macs_proxy(points: Sequence[LivePoint]) -> np.ndarray:
     y = np.array([p.measured_s for p in points])
     a = np.stack([np.ones_like(macs), macs], axis=1)
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-    return np.maximum(a @ coef, 1e-9)
+    fitted: np.ndarray = np.maximum(a @ coef, 1e-9)
+    return fitted
 
 
 def _stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:

@@ -196,7 +196,7 @@ _META = torch.device("meta")
 
 
 def _named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
-    items = list(model.named_parameters(remove_duplicate=False))
+    items: list[tuple[str, torch.Tensor]] = list(model.named_parameters(remove_duplicate=False))
     items += list(model.named_buffers(remove_duplicate=False))
     return items
 

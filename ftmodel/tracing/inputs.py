@@ -41,7 +41,8 @@ class ModelInputs:
         return [t for t in flat if isinstance(t, torch.Tensor)]
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> ModelInputs:
-        conv = lambda v: fn(v) if isinstance(v, torch.Tensor) else v  # noqa: E731
+        def conv(v: Any) -> Any:
+            return fn(v) if isinstance(v, torch.Tensor) else v
         return ModelInputs(tuple(conv(a) for a in self.args),
                            {k: conv(v) for k, v in self.kwargs.items()})
 

@@ -231,11 +231,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-class DispatchRecorder(TorchDispatchMode):
+class DispatchRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that hands each aten call under it to a :class:`Recorder`."""
 
     def __init__(self, rec: Recorder) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.rec = rec
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
