@@ -228,12 +228,16 @@ def _eager_kernels(trace: Trace | None, paths: tuple[str, ...], first_id: int) -
     eager lowers them, their storage ids moved past the wrappers' (from ``first_id`` on)."""
     if trace is None or not paths:
         return []
-    def under(path: str) -> bool:  # "" is the root: every op
-        return any(not p or path == p or path.startswith(p + ".") for p in paths)
     def moved(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
         return tuple((first_id + sid, n) for sid, n in ops)
     return [replace(k, reads=moved(k.reads), writes=moved(k.writes))
-            for k in (kernel_of(r) for r in trace.records if r.launches and under(r.module_path))]
+            for k in (kernel_of(r) for r in trace.records
+                      if r.launches and _under(r.module_path, paths))]
+
+
+def _under(path: str, paths: tuple[str, ...]) -> bool:
+    """Whether module ``path`` is one of ``paths`` or inside one ("" is the root: every op)."""
+    return any(not p or path == p or path.startswith(p + ".") for p in paths)
 
 
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
@@ -242,7 +246,9 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     """The Program of inductor wrapper modules (one per compiled graph), in call order, then
     the eager Trace's kernels under ``eager_paths`` (modules run eagerly between graphs)."""
     calls = [c for i, code in enumerate(codes) for c in parse_wrapper(code, i)]
-    records = [r for r in trace.records if r.launches] if trace is not None else []
+    # the compiled graphs' kernels pair with the ops outside the modules run eagerly
+    records = ([r for r in trace.records if r.launches and not (
+        eager_paths and _under(r.module_path, eager_paths))] if trace is not None else [])
     mac_records = [r for r in records if r.op_class in MAC_CLASSES]
     staged: list[tuple[KernelCall, str, int, int, list[str], str]] = []
     for call in calls:
