@@ -30,6 +30,13 @@ frameworks into an existing profile of this machine (:mod:`ftmodel.calibration.u
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed).
 
+Around the stages a fixed reference GEMM is timed (:func:`reference_probe_s`;
+``provenance.reference_probe``, one entry per stage boundary): ``provenance.reference_drift``
+(slowest / fastest − 1) says how much the machine's own speed moved while it was measured. Two
+fresh calibrations of a shared 2-vCPU VM that disagreed by 10% in their in-model device scale
+had seen their reference move by 13% during one of them; a drift above
+:data:`DRIFT_WARNING` is reported by ``ftmodel calibrate``.
+
 On CUDA the device is marked asynchronous and timed with CUDA events; three things differ: the
 sweeps use the GPU-sized grid (:data:`ftmodel.calibration.ops.GPU_GRID`, operands made on the GPU), a
 sample's device time is read from replays of a CUDA graph of repeated calls instead of time
@@ -69,10 +76,11 @@ from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProf
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_kept, keep_heap,
-                             last_level_cache_bytes, measure_interleaved, set_threads)
+                             last_level_cache_bytes, measure, measure_interleaved, set_threads)
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "reference_drift", "reference_probe_s", "REFERENCE_SHAPE",
+           "DRIFT_WARNING"]
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -113,6 +121,29 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+
+
+# The machine-speed probe: one fixed GEMM (64x1024 by 1024x1024, fp32), timed before and after
+# each stage. A shared VM's speed moves by 10-30% over minutes; a stage whose curves and the
+# in-model networks timed after them saw different speeds fits that change into its scales.
+REFERENCE_SHAPE = (64, 1024, 1024)
+DRIFT_WARNING = 0.10  # above this, `ftmodel calibrate` suggests measuring again
+
+
+def reference_probe_s(device: str, rounds: int) -> float:
+    """Seconds of the reference GEMM on ``device`` now (fastest round's median)."""
+    m, k, n = REFERENCE_SHAPE
+    a = torch.randn(m, k, device=device)
+    b = torch.randn(k, n, device=device)
+    return measure(lambda: torch.mm(a, b), device=device, rounds=max(3, rounds), warmup=3,
+                   round_s=0.05).time_s
+
+
+def reference_drift(probes: Sequence[Mapping[str, Any]]) -> float:
+    """How far the reference GEMM moved over a calibration: slowest / fastest − 1 (0 with fewer
+    than two probes)."""
+    times = [float(p["s"]) for p in probes]
+    return max(times) / min(times) - 1.0 if len(times) > 1 and min(times) > 0 else 0.0
 
 
 def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
@@ -282,8 +313,17 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                                provenance=dict(provenance))
 
     in_model = in_model_stage_async if device.startswith("cuda") else _in_model_stage
+    probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
+    provenance["reference_probe"] = probes
+
+    def probe(stage: str) -> None:
+        probes.append({"stage": stage, "s": reference_probe_s(device, rounds),
+                       "at_s": round(time.time() - started, 1)})
+        provenance["reference_drift"] = round(reference_drift(probes), 4)
+
     try:
         with torch.no_grad():
+            probe("start")
             if base is None:  # the eager host part and the shared device half
                 fh = _host_stage(programs, device, rounds, round_s, bar)
                 host = replace(host, frameworks={"eager": fh})
@@ -304,6 +344,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                             classes[f"{cls}:{v}"] = subset_curve(classes[cls], keep)
                     bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                     write_profile(snapshot(False), path)
+                probe("op sweeps")
                 math = [d for c, d in classes.items() if c.startswith("elementwise@")]
                 if math:  # the union curve, for transcendental ops without their own
                     classes["elementwise:math"] = OpClassData(
@@ -312,6 +353,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         if all(d.cold_s for d in math) else ())
                 fh = in_model(snapshot(False), fh, device, quick, rounds)
                 host = replace(host, frameworks={"eager": fh})
+                probe("eager in-model")
                 bar.step("synthetic networks", 1)
                 write_profile(snapshot(False), path)
             if device == "cpu" and page_fault_probe_stale(host, provenance):  # older profile
@@ -333,7 +375,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         classes.update(curves)
                         raw.update(curve_raw)
                         write_profile(snapshot(False), path)
+                        probe(f"{fw_name} curves")
                     ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
+                    probe(f"{fw_name} in-model")
                 host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                 stage_s[fw_name] = round(time.time() - t0, 1)
                 bar.step(f"{fw_name} synthetic networks", 1)

@@ -139,6 +139,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     path = args.out or default_profile_path(prof.name)
     print(f"wrote {path} ({prof.provenance['duration_s']} s, {len(prof.device.op_classes)} op "
           f"classes, threads={prof.provenance['threads']})")
+    from ftmodel.calibration.suite import DRIFT_WARNING
+    drift = float(prof.provenance.get("reference_drift", 0.0))
+    if drift > DRIFT_WARNING:
+        print(f"note: this machine's speed moved by {drift:.0%} while it was measured (a "
+              f"reference GEMM timed between the stages; provenance.reference_probe); the "
+              f"profile may be off by as much: calibrate again when the machine is quiet")
     return 0
 
 

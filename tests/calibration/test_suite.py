@@ -56,6 +56,14 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept
     assert {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"} <= set(eager.in_model)
+    # the machine's speed, probed around the stages: a positive time per probe, and the drift
+    # is the spread of those times
+    probes = prof.provenance["reference_probe"]
+    assert [p["stage"] for p in probes[:3]] == ["start", "op sweeps", "eager in-model"]
+    assert all(p["s"] > 0 for p in probes)
+    times = [p["s"] for p in probes]
+    assert prof.provenance["reference_drift"] == pytest.approx(max(times) / min(times) - 1,
+                                                               abs=1e-4)
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
@@ -303,3 +311,11 @@ def test_update_refuses_a_profile_measured_with_another_allocator_setting(
 def test_cuda_calibration_is_async(tmp_path: Path) -> None:
     prof = suite.calibrate("cuda", ("eager",), tmp_path / "gpu.json", quick=True, progress=False)
     assert prof.device.execution == "async"
+
+
+def test_reference_drift_is_the_spread_of_the_probes() -> None:
+    assert suite.reference_drift([]) == 0.0
+    assert suite.reference_drift([{"stage": "start", "s": 1e-3}]) == 0.0
+    probes = [{"stage": "start", "s": 3.0e-3}, {"stage": "op sweeps", "s": 3.6e-3},
+              {"stage": "eager in-model", "s": 3.3e-3}]
+    assert suite.reference_drift(probes) == pytest.approx(0.2)
