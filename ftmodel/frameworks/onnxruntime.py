@@ -124,7 +124,9 @@ def _provider_problem(provider: str) -> str | None:
     so = ort.SessionOptions()
     so.log_severity_level = 4
     try:
-        with warnings.catch_warnings():
+        # ORT's default logger prints the provider library's load failure (libcuda missing on
+        # a CPU-only machine) in red from C++, whatever the session's severity
+        with warnings.catch_warnings(), silenced_output():
             warnings.simplefilter("ignore")
             sess = ort.InferenceSession(proto.SerializeToString(), so, providers=[provider])
     except Exception as err:  # noqa: BLE001 - any failure means the provider is unusable

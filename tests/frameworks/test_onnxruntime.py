@@ -288,3 +288,15 @@ def test_failed_export_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None
     ort_fw.build(model, ids, 1)
     out, err = capfd.readouterr()
     assert out == "" and err == "", (out[:200], err[:200])
+
+
+def test_gpu_profile_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    # predicting for a GPU profile probes the CUDA execution provider; on a machine without
+    # CUDA, ORT's default logger printed the library's load failure in red from C++
+    ort_fw._provider_problem.cache_clear()
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU()).eval()
+    p = ftmodel.predict_latency(model, "onnxruntime", "a100", 1,
+                                inputs=lambda b: torch.randn(b, 3, 16, 16))
+    assert p.latency_s > 0
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out[:200], err[:300])
