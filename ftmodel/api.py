@@ -23,6 +23,7 @@ from ftmodel.deprecation import renamed
 from ftmodel.errors import InvalidArgumentError, ProfileError
 from ftmodel.estimate.allocator import page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
+from ftmodel.hardware.host_priors import inductor_gpu_host
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import (Timeline, crossover, host_costs_s, kernel_host_costs_s,
@@ -88,6 +89,15 @@ def _framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framewo
         raise ProfileError(f"profile {profile.name!r} has no host half; pass host= a calibrated "
                            "profile (`ftmodel calibrate --device cpu`)")
     key = fw.host_events_from or fw.name
+    # a compiled framework's CPU costs (C++ kernels) do not price its GPU launches (Triton):
+    # only a GPU calibration's own host half does; otherwise a cited prior
+    calibrated_here = host is None and not is_default_host(host_prof)
+    if profile.device.type != "cpu" and not (calibrated_here and key in host_prof.frameworks):
+        prior = inductor_gpu_host(fw.name, host_prof)
+        if prior is not None:
+            if prior[1]:
+                warnings.append(prior[1])
+            return prior[0], host_prof
     if key not in host_prof.frameworks:
         raise ProfileError(
             f"host profile {host_prof.name!r} has no costs for framework {fw.name!r} (it has: "

@@ -33,8 +33,9 @@ __all__ = ["Framework", "FRAMEWORKS", "ALIASES", "BUILTIN_FRAMEWORKS", "get_fram
 # The frameworks ftmodel ships, in the order they are listed and compared. Each registers itself
 # when its module (ftmodel.frameworks.<name>, or the one named in _MODULE_OF) is imported.
 BUILTIN_FRAMEWORKS: tuple[str, ...] = ("eager", "torchscript", "onnxruntime", "inductor",
-                                       "cudagraphs", "onnxruntime-cudagraphs")
-_MODULE_OF = {"onnxruntime-cudagraphs": "cudagraphs"}
+                                       "cudagraphs", "onnxruntime-cudagraphs",
+                                       "inductor-cudagraphs")
+_MODULE_OF = {"onnxruntime-cudagraphs": "cudagraphs", "inductor-cudagraphs": "inductor_cudagraphs"}
 
 
 class ModelLowering(Protocol):
@@ -121,7 +122,8 @@ class Framework:
 FRAMEWORKS: dict[str, Framework] = {}
 ALIASES = {"pytorch": "eager", "torch": "eager", "ort": "onnxruntime", "torch.compile": "inductor",
            "compile": "inductor", "jit": "torchscript", "ort-cudagraphs": "onnxruntime-cudagraphs",
-           "cuda-graphs": "cudagraphs", "cuda_graphs": "cudagraphs"}
+           "cuda-graphs": "cudagraphs", "cuda_graphs": "cudagraphs",
+           "reduce-overhead": "inductor-cudagraphs", "compile-cudagraphs": "inductor-cudagraphs"}
 
 
 def register(fw: Framework) -> Framework:

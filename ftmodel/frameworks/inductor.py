@@ -33,6 +33,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, register
+from ftmodel.frameworks.inductor_gpu import from_cpu_schedule
 from ftmodel.program import Program
 from ftmodel.frameworks.inductor_lower import NAME, lower_code, recurrent_paths
 from ftmodel.tracing.inputs import InputSpec
@@ -59,15 +60,23 @@ class InductorArtifact:
 CACHE: ArtifactCache[InductorArtifact] = ArtifactCache(maxsize=4)
 
 
-def _check_toolchain(device: str) -> str:
+def _wants_gpu(device: str) -> bool:
+    return str(device).split(":")[0].lower() in ("cuda", "gpu")
+
+
+def _check_toolchain(device: str, run: bool = False) -> str:
+    """The target inductor compiles for: "cuda" where a CUDA device is here; for a GPU
+    profile without one, "cpu" (its schedule stands in for the GPU's, see
+    :mod:`ftmodel.frameworks.inductor_gpu`) unless ``run`` (running it needs the GPU)."""
     key = str(device).split(":")[0].lower()
     if key in ("cuda", "gpu"):
-        if not torch.cuda.is_available():
+        if torch.cuda.is_available():
+            return "cuda"
+        if run:
             raise BackendUnavailable(
-                "inductor for a GPU profile counts the Triton kernels it generates for CUDA, "
-                "which needs a CUDA device, a CUDA build of torch and triton; none is available "
-                "here")
-        return "cuda"
+                "running inductor for a GPU needs a CUDA device, a CUDA build of torch and "
+                "triton; none is available here")
+        key = "cpu"
     if key != "cpu":
         raise InvalidArgumentError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if shutil.which("g++") is None and shutil.which("c++") is None and \
@@ -108,10 +117,10 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
-              device: str, dtype: str | None) -> InductorArtifact:
+              device: str, dtype: str | None, run: bool = False) -> InductorArtifact:
     dtype = dtype or trace_dtype(trace)
     feasibility.precheck(NAME, trace)
-    dev = _check_toolchain(device)
+    dev = _check_toolchain(device, run)
     with torch.no_grad():
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
     return CACHE.get_or_build(model, (batch, dtype, dev, sig),
@@ -121,14 +130,18 @@ def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | No
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
                 device: str = "cpu", dtype: str | None = None) -> Program:
-    """The Program inductor's generated code runs for ``model`` at ``batch`` (cached)."""
-    return _artifact(model, inputs, batch, trace, device, dtype).program
+    """The Program inductor's generated code runs for ``model`` at ``batch`` (cached). For a GPU
+    without a CUDA device here, read off the CPU schedule (:func:`inductor_gpu.from_cpu_schedule`)."""
+    art = _artifact(model, inputs, batch, trace, device, dtype)
+    if _wants_gpu(device) and not torch.cuda.is_available():
+        return from_cpu_schedule(art.program)
+    return art.program
 
 
 def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",
            dtype: str = "fp32") -> Callable[[], object]:
     """A zero-argument callable running the cached compiled module once."""
-    return _artifact(model, inputs, batch, None, device, dtype).run
+    return _artifact(model, inputs, batch, None, device, dtype, run=True).run
 
 
 def lower(trace: Trace) -> Program:

@@ -1,0 +1,112 @@
+"""inductor and inductor-cudagraphs on GPU profiles without a CUDA device: the CPU schedule read
+as the GPU program, and host costs from a calibration or a cited prior."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+import ftmodel
+from ftmodel.api import Predictor
+from ftmodel.errors import BackendUnavailable
+from ftmodel.frameworks import inductor as ind
+from ftmodel.hardware.host_priors import COMPILED_CALL_S, TRITON_LAUNCH_S, inductor_gpu_host
+from ftmodel.hardware.profile import FrameworkHost
+from ftmodel.hardware.registry import list_profiles, load_profile
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                       reason="inductor's CPU target needs a C++ compiler"),
+    pytest.mark.skipif(torch.cuda.is_available(),
+                       reason="with a CUDA device inductor compiles for it instead"),
+]
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).eval()
+
+
+def _img(b: int) -> torch.Tensor:
+    return torch.randn(b, 3, 32, 32)
+
+
+GPUS = sorted({e.name for e in list_profiles()
+               if e.source == "builtin" and e.path.parent.name == "builtin"})  # no host-only
+
+
+def test_every_builtin_gpu_predicts_inductor_with_eagers_macs() -> None:
+    model = _cnn()
+    assert len(GPUS) >= 10
+    for gpu in GPUS:
+        eager = ftmodel.predict_latency(model, "eager", gpu, 2, inputs=_img)
+        for fw in ("inductor", "inductor-cudagraphs"):
+            p = ftmodel.predict_latency(model, fw, gpu, 2, inputs=_img)
+            assert p.latency_s > 0, (gpu, fw)
+            # fusion removes launches, not arithmetic
+            assert p.macs == pytest.approx(eager.macs, rel=0.01), (gpu, fw)
+            assert p.n_launches < eager.n_launches, (gpu, fw)
+            text = " ".join(p.warnings)
+            assert "CPU schedule" in text and "tritonbench" in text, (gpu, fw, p.warnings)
+
+
+def test_cudagraph_replay_is_cheaper_on_the_host() -> None:
+    model = _cnn()
+    plain = ftmodel.predict_latency(model, "inductor", "a100", 1, inputs=_img)
+    graph = ftmodel.predict_latency(model, "inductor-cudagraphs", "a100", 1, inputs=_img)
+    assert graph.n_launches == plain.n_launches
+    assert graph.overhead_s < plain.overhead_s
+
+
+def test_prior_prices_triton_launches_and_externs_at_eagers_costs() -> None:
+    host = load_profile("a100").host
+    assert host is not None
+    costs, warning = inductor_gpu_host("inductor", host)  # type: ignore[misc]
+    eager = host.frameworks["eager"].per_event_s
+    assert costs.per_event_s["kernel:elementwise"] == TRITON_LAUNCH_S
+    assert costs.per_event_s["kernel:conv"] == eager["kernel:conv"]
+    assert costs.per_call_s == COMPILED_CALL_S
+    assert "tritonbench" in warning and host.name in warning
+    graphs, _ = inductor_gpu_host("inductor-cudagraphs", host)  # type: ignore[misc]
+    assert graphs.per_call_s == pytest.approx(host.frameworks["cudagraphs"].per_call_s
+                                              + COMPILED_CALL_S)
+    assert inductor_gpu_host("eager", host) is None
+
+
+def test_a_gpu_calibrations_own_costs_replace_the_prior() -> None:
+    prof = load_profile("a100")
+    assert prof.host is not None
+    measured = FrameworkHost({"kernel:elementwise": 3e-6}, per_call_s=20e-6)
+    # a host profile with costs measured on a CUDA machine under inductor@cuda
+    host = replace(prof.host, name="my-cuda-box",
+                   frameworks={**prof.host.frameworks, "inductor@cuda": measured})
+    pred = Predictor("inductor", prof, host=host)
+    assert pred.fw_host is measured
+    assert not any("prior" in w for w in pred.warnings)
+    # the same GPU profile's own host half, calibrated there (not the built-in default)
+    own = replace(prof, host=replace(prof.host, name="my-cuda-box",
+                                     frameworks={**prof.host.frameworks, "inductor": measured}))
+    assert Predictor("inductor", own).fw_host is measured
+
+
+def test_a_cpu_calibrations_inductor_costs_do_not_price_gpu_launches() -> None:
+    prof = load_profile("a100")
+    assert prof.host is not None
+    cpu_costs = FrameworkHost({"kernel:elementwise": 0.0}, per_call_s=16e-6)  # C++ kernels
+    host = replace(prof.host, name="my-cpu",
+                   frameworks={**prof.host.frameworks, "inductor": cpu_costs})
+    pred = Predictor("inductor", prof, host=host)
+    assert pred.fw_host is not cpu_costs
+    assert pred.fw_host.per_event_s["kernel:elementwise"] == TRITON_LAUNCH_S
+
+
+def test_running_inductor_for_a_gpu_needs_one() -> None:
+    with pytest.raises(BackendUnavailable, match="CUDA device"):
+        ind.runner(_cnn(), _img, 1, device="cuda")
