@@ -13,7 +13,8 @@ Counting semantics
   event, as in the eager lowering. ``Constant`` nodes are initializers at run time: not counted.
 * **Work per kernel** from the node's own tensor shapes (static, at the requested batch):
   MACs of the fused node by :mod:`ftmodel.tracing.formulas`' shape formulas, as for traced ops
-  (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``; Attention: the QKV
+  (Conv: ``numel(Y)·prod(W.shape[1:])``; Gemm/MatMul: ``numel(Y)·K``, with FusedMatMul's
+  operands as ORT multiplies them, ``transBatch`` included; Attention: the QKV
   projection plus ``B·S_q·S_k·(D_qk + D_v)``; Einsum: the product of all index sizes;
   LSTM/GRU/RNN: tokens × (numel(W) + numel(R))) — computed from the shapes ORT actually uses,
   so NCHWc channel padding counts;
@@ -43,7 +44,7 @@ from ftmodel.frameworks._common import make_kernel, module_path_from_scope
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL_OPS, SKIP_OPS,
                                          VIEW_OPS, Shape, classify_node, op_class_of)
-from ftmodel.frameworks.onnx_shapes import ShapePass, node_attrs
+from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node_attrs
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
                                       recurrent_share, rnn_macs, rnn_variant)
 
@@ -71,6 +72,9 @@ def _reduction_size(op: str, attrs: dict[str, Any], a: Shape | None) -> int | No
         return (a[0] if attrs.get("transA") else a[1]) if len(a) == 2 else None
     if op == "QLinearMatMul":
         return a[-1]
+    if op == "FusedMatMul":
+        return fused_matmul_operand(a, bool(attrs.get("transA")),
+                                    bool(attrs.get("transBatchA")))[-1]
     return a[-2] if attrs.get("transA") and len(a) >= 2 else a[-1]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ftmodel.frameworks.onnx_ops import CLASS_OF, ELEMENTWISE_OPS, Shape
 
-__all__ = ["ShapePass", "node_attrs"]
+__all__ = ["ShapePass", "fused_matmul_operand", "node_attrs"]
 
 
 @dataclass
@@ -41,6 +41,18 @@ def _static_dims(tensor_type: Any) -> Shape | None:
 def _type_proto(t: _Tensor) -> Any:
     from onnx import helper
     return helper.make_tensor_type_proto(t.elem_type, list(t.shape) if t.shape else [])
+
+
+def fused_matmul_operand(shape: Sequence[int], trans: bool, trans_batch: bool) -> list[int]:
+    """The shape an operand of ORT's ``FusedMatMul`` is multiplied as: ``transBatch`` moves its
+    first dimension behind the other batch dimensions (permutation ``[1, ..., r-2, 0, r-1]``,
+    a folded Transpose of attention's heads), then ``trans`` swaps the last two."""
+    s = list(shape)
+    if trans_batch and len(s) >= 3:
+        s = s[1:-1] + [s[0], s[-1]]
+    if trans and len(s) >= 2:
+        s[-1], s[-2] = s[-2], s[-1]
+    return s
 
 
 class ShapePass:
@@ -203,10 +215,7 @@ class ShapePass:
         x, y = self._in(node, 0), self._in(node, 1)
         if x is None or y is None or x.shape is None or y.shape is None:
             return {}
-        sa, sb = list(x.shape), list(y.shape)
-        if a.get("transA") and len(sa) >= 2:
-            sa[-1], sa[-2] = sa[-2], sa[-1]
-        if a.get("transB") and len(sb) >= 2:
-            sb[-1], sb[-2] = sb[-2], sb[-1]
+        sa = fused_matmul_operand(x.shape, bool(a.get("transA")), bool(a.get("transBatchA")))
+        sb = fused_matmul_operand(y.shape, bool(a.get("transB")), bool(a.get("transBatchB")))
         batch = np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
         return {node.output[0]: _Tensor((*batch, sa[-2], sb[-1]), x.elem_type)}

@@ -10,7 +10,9 @@ the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these nu
 * scaled-dot-product attention: B·H·S_q·S_k·(D_qk + D_v) — the two batched matmuls Q·Kᵀ and P·V;
   the softmax is not a MAC.
 * ``_native_multi_head_attention`` (the nn.MultiheadAttention fast path): the two matmuls above
-  plus the in/out projections, 4·B·S·E² + 2·B·S²·E for self-attention.
+  plus the in/out projections, 4·B·S·E² + 2·B·S²·E for self-attention;
+  ``_transformer_encoder_layer_fwd`` (the nn.TransformerEncoderLayer fast path, one op): that
+  plus its feed-forward network, 2·B·S·E·F.
 * fused recurrent layers (``mkldnn_rnn_layer``: one LSTM layer and direction on a CPU;
   ``_cudnn_rnn``/``miopen_rnn``: a whole RNN on a GPU): every token of every layer and direction
   multiplies its input and hidden state by that layer's weights, so MACs = tokens × the elements
@@ -85,7 +87,8 @@ for _cls, _names in {
     "attention": ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
                   "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
                   "_flash_attention_forward", "_efficient_attention_forward",
-                  "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention"],
+                  "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention",
+                  "_transformer_encoder_layer_fwd"],
     "norm": ["native_layer_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
              "_native_batch_norm_legit", "native_group_norm", "cudnn_batch_norm",
              "_fused_rms_norm", "rms_norm", "instance_norm", "miopen_batch_norm",
@@ -291,6 +294,19 @@ def _native_mha(args: Sequence[Any], out: Any) -> int:
             + attention_macs((b, s_q, e), (b, s_k, e), (b, s_k, e)))
 
 
+def _encoder_layer(args: Sequence[Any], out: Any) -> int:
+    # _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias,
+    # proj_weight, proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
+    # norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, ...):
+    # the nn.TransformerEncoderLayer fast path, one op: self-attention as above, then the FFN
+    src = _shape(args[0])
+    if len(src) != 3 or len(args) < 17:
+        return 0
+    b, s, e = src
+    ffn = int(_shape(args[14])[0])  # ffn_weight_1: (F, E)
+    return _native_mha((args[0], args[0]), out) + 2 * matmul_macs((b, s, ffn), e)
+
+
 def _rnn(args: Sequence[Any], out: Any) -> int:
     # mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, ...); _cudnn_rnn(input, weights, ...)
     x = _shape(args[0])
@@ -331,6 +347,7 @@ MAC_FORMULAS: dict[str, Callable[[Sequence[Any], Any], int]] = {
     "_flash_attention_forward": _flash_fwd,
     "_efficient_attention_forward": _flash_fwd,
     "_native_multi_head_attention": _native_mha,
+    "_transformer_encoder_layer_fwd": _encoder_layer,
     "mkldnn_rnn_layer": _rnn,
     "_cudnn_rnn": _rnn,
     "miopen_rnn": _rnn,

@@ -300,3 +300,14 @@ def test_gpu_profile_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
     assert p.latency_s > 0
     out, err = capfd.readouterr()
     assert out == "" and err == "", (out[:200], err[:300])
+
+
+def test_fused_matmul_with_folded_head_transposes_counts_every_head() -> None:
+    # ORT folds attention's head Transpose into FusedMatMul (transBatchA/B): its MACs counted
+    # one head's share before (a quarter with 4 heads)
+    model = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, dropout=0.0).eval()
+    x = torch.randn(8, 16, 64)
+    tr = ftmodel.trace(model, x, 8)
+    prog = ort_fw.lower_model(model, x, 8, tr)
+    assert any(k.members[0].endswith("FusedMatMul") for k in prog.kernels)
+    assert prog.macs == pytest.approx(tr.total_macs, rel=0.01)

@@ -133,6 +133,21 @@ def test_vit_macs_same_with_and_without_mha_fastpath(tv_models: dict[str, nn.Mod
     assert fast.total_macs == slow.total_macs
 
 
+def test_encoder_layer_macs_same_with_and_without_its_fastpath() -> None:
+    # nn.TransformerEncoderLayer in eval + no_grad: one _transformer_encoder_layer_fwd op,
+    # counted as 0 MACs before; the slow path is linear + SDPA + linear + the FFN's two linears
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128, batch_first=True,
+                                                             dropout=0.0), 2).eval()
+    x = torch.randn(3, 16, 64)
+    with mha_fastpath(True):
+        fast = trace(model, x)
+    with mha_fastpath(False):
+        slow = trace(model, x)
+    assert "aten._transformer_encoder_layer_fwd.default" in fast.by_operator()
+    assert fast.total_macs == slow.total_macs == 2 * (3 * 16 * (4 * 64 * 64 + 2 * 64 * 128)
+                                                      + 3 * 16 * 16 * 2 * 64)
+
+
 # ---- published figures ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,weights", TORCHVISION)
