@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ftmodel.deprecation import renamed
-from ftmodel.errors import InvalidArgumentError, ProfileError
+from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError, ProfileError
 from ftmodel.estimate.allocator import page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.hardware.host_priors import inductor_gpu_host
@@ -39,6 +39,7 @@ from ftmodel.hardware.registry import (
     load_host_profile,
     load_profile,
 )
+from ftmodel.tracing.decode import DecodeInputs
 from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
@@ -64,6 +65,10 @@ def _canonical_dtype(dtype: str) -> str:
     if key not in DTYPES:
         raise InvalidArgumentError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     return key
+
+
+# frameworks that export the model to a graph of their own format (not decode steps)
+EXPORTING_FRAMEWORKS = frozenset({"torchscript", "onnxruntime", "onnxruntime-cudagraphs"})
 
 
 def resolve_profile(device: DeviceSpec) -> HardwareProfile:
@@ -215,6 +220,11 @@ class Predictor:
         """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
         counted from the framework's own artifact where it has one, lowered for this profile's
         device (TorchScript's GPU fusion groups included), with the device's helper kernels."""
+        if isinstance(inputs, DecodeInputs) and self.framework.name in EXPORTING_FRAMEWORKS:
+            raise FrameworkUnsupported(
+                self.framework.name, "decode step with a KV cache", "",
+                "its exporter would have to take a transformers Cache object as an input; "
+                "predict decode steps with eager, cudagraphs, inductor or inductor-cudagraphs")
         return self.with_helpers(self.framework.program(
             model, inputs, batch, trace, device=self.profile.device, dtype=self.dtype))
 
@@ -328,8 +338,11 @@ class Predictor:
         # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the
         # copies it needs from batch 2 on (BERT: 201 kernels at batch 1, 237 after)
         xover = self.crossover(program(2), program(3), warn_x)
-        return [self.prediction(program(b), self.kernel_arrays(program(b).kernels), b, xover,
-                                warn_x) for b in batches]
+        preds = [self.prediction(program(b), self.kernel_arrays(program(b).kernels), b, xover,
+                                 warn_x) for b in batches]
+        if isinstance(inputs, DecodeInputs):
+            preds = [replace(p, decode_context=inputs.context) for p in preds]
+        return preds
 
     def prediction(self, program: Program, arrays: KernelArrays, batch: int,
                    crossover_batch: float | None, crossover_warnings: Sequence[str] = ()

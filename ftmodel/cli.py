@@ -90,16 +90,22 @@ def _fmt_x(x: float | None) -> str:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from ftmodel.api import predict_latency
+    from ftmodel.inputs import decode
     model, inputs = _load_model(args)
+    if args.decode_context is not None:  # one decode step per batch of sequences
+        inputs = decode(args.decode_context, args.cache)
     preds = predict_latency(model, args.framework, args.device, _batches(args.batch),
                             inputs=inputs, dtype=args.dtype, host=args.host, heap=args.heap)
+    step = args.decode_context is not None
     rows = [(p.batch, f"{p.latency_ms:.3f}", f"{p.overhead_s * 1e3:.3f}",
              f"{p.compute_s * 1e3:.3f}", p.regime, f"{p.framework_tax:.0%}", p.n_launches,
-             f"{p.macs / 1e9:.3f}") for p in preds]
-    _table(f"{args.model} · {preds[0].framework} · {preds[0].device} · {preds[0].dtype} "
+             f"{p.macs / 1e9:.3f}", *([f"{p.tokens_per_s:,.0f}"] if step else []))
+            for p in preds]
+    what = f" · decode step at context {args.decode_context}" if step else ""
+    _table(f"{args.model} · {preds[0].framework} · {preds[0].device} · {preds[0].dtype}{what} "
            f"(crossover batch {_fmt_x(preds[0].crossover_batch)})",
-           ["batch", "latency ms", "host ms", "device ms", "regime", "tax", "launches", "GMACs"],
-           rows)
+           ["batch", "latency ms", "host ms", "device ms", "regime", "tax", "launches", "GMACs",
+            *(["tokens/s"] if step else [])], rows)
     for w in preds[0].warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
@@ -343,6 +349,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU malloc state: plain (glibc's defaults, simulated page faults "
                    "counted; default) or kept (freed memory stays mapped, as with jemalloc or "
                    "tcmalloc)")
+    p.add_argument("--decode-context", type=int, default=None, metavar="N",
+                   help="predict one decode step of a Hugging Face causal LM with N tokens "
+                   "already in each sequence's KV cache (batch = concurrent sequences; adds "
+                   "tokens/s)")
+    p.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
+                   help="the KV cache of --decode-context: dynamic (DynamicCache, default) or "
+                   "static (StaticCache)")
     p.set_defaults(fn=cmd_predict)
 
     cm = sub.add_parser("compare", help="each framework's predicted latency per batch, and "

@@ -58,13 +58,24 @@ class Prediction:
     extra: dict[str, Any] = field(default_factory=dict)
     heap: str = "kept"  # the malloc state modelled: "plain" (glibc's defaults) or "kept"
     page_faults: float = 0.0  # minor page faults per forward pass counted in overhead_s
+    # a decode step (inputs=ftmodel.inputs.decode(...)): tokens already in each sequence's KV
+    # cache; None for an ordinary forward pass
+    decode_context: int | None = None
 
     @property
     def latency_ms(self) -> float:
         return self.latency_s * 1e3
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """For a decode step, tokens generated per second: one per sequence (``batch``) per
+        step; None for an ordinary forward pass."""
+        if self.decode_context is None:
+            return None
+        return self.batch / self.latency_s if self.latency_s > 0 else float("inf")
+
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "framework", "device", "batch", "dtype", "latency_s", "overhead_s", "compute_s",
             "closed_form_s", "regime", "framework_tax", "n_launches", "macs", "crossover_batch",
-            "heap", "page_faults")}
+            "heap", "page_faults", "decode_context", "tokens_per_s")}

@@ -27,6 +27,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 
 from ftmodel.errors import FtmodelError, TraceError
+from ftmodel.tracing.decode import DecodeInputs
 from ftmodel.tracing.inputs import (InputSpec, ModelInputs, as_inputs, batch_of, check_batch,
                                     resolve_inputs)
 from ftmodel.tracing.records import Trace
@@ -146,7 +147,9 @@ def _run(model: nn.Module, inputs: ModelInputs, rec: Recorder,
 
 def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
                 dtype: torch.dtype | None) -> tuple[Recorder, int]:
-    real_like = inputs if not callable(inputs) or isinstance(inputs, torch.Tensor) else None
+    made_here = isinstance(inputs, DecodeInputs) or (callable(inputs)
+                                                     and not isinstance(inputs, torch.Tensor))
+    real_like = None if made_here else inputs
     # Plain tensor attributes (not registered buffers) are converted on the fly.
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     memo: dict[int, torch.Tensor] = {}  # one fake per real tensor: keeps tied weights tied
@@ -161,7 +164,7 @@ def _trace_fake(model: nn.Module, inputs: InputSpec, batch: int | None,
     meta_like = to_meta(real_like, {}) if real_like is not None else None
     with fake_mode:
         if real_like is None:  # defaults and callables: factories make fakes directly
-            resolved = resolve_inputs(model, inputs, batch)
+            resolved = resolve_inputs(model, inputs, batch, dtype)
             device = _target_device(resolved, model)
             resolved = resolved.map(lambda t: fake_of(t, device))
         else:

@@ -18,12 +18,13 @@ import torch
 from torch import nn
 
 from ftmodel.errors import InvalidArgumentError
+from ftmodel.tracing.decode import DecodeInputs
 
 __all__ = ["ModelInputs", "InputSpec", "as_inputs", "resolve_inputs", "check_batch",
            "default_inputs"]
 
 InputSpec = Union[torch.Tensor, tuple[Any, ...], list[Any], Mapping[str, Any],
-                  Callable[[int], Any], None]
+                  Callable[[int], Any], DecodeInputs, None]
 
 DEFAULT_SEQ_LEN = 128
 DEFAULT_IMAGE = (3, 224, 224)
@@ -117,12 +118,17 @@ def as_inputs(value: Any) -> ModelInputs:
     )
 
 
-def resolve_inputs(model: nn.Module, inputs: InputSpec, batch: int | None) -> ModelInputs:
-    """The forward arguments for ``batch`` (None keeps the batch the inputs already have)."""
+def resolve_inputs(model: nn.Module, inputs: InputSpec, batch: int | None,
+                   dtype: torch.dtype | None = None) -> ModelInputs:
+    """The forward arguments for ``batch`` (None keeps the batch the inputs already have).
+    ``dtype``: the floating dtype the model runs in, for inputs made to match it (a decode
+    step's KV cache, :mod:`ftmodel.tracing.decode`)."""
     if batch is not None:
         check_batch(batch)
     if inputs is None:
         return default_inputs(model, batch or 1)
+    if isinstance(inputs, DecodeInputs):
+        return as_inputs(inputs.for_model(model, batch or 1, dtype))
     if callable(inputs) and not isinstance(inputs, (torch.Tensor, nn.Module)):
         return as_inputs(inputs(batch or 1))
     resolved = as_inputs(inputs)
