@@ -15,6 +15,7 @@ import contextlib
 import copy
 import functools
 import io
+import logging
 import os
 import sys
 import tempfile
@@ -54,13 +55,23 @@ _DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 T = TypeVar("T")
 
 
+# loggers of libraries whose models or exporters ftmodel runs, quiet while they run: their
+# handlers keep the stream they were created with, which redirecting stderr does not reach
+_LIBRARY_LOGGERS = ("transformers",)
+
+
 @contextlib.contextmanager
 def silenced_output() -> Iterator[None]:
     """Discard what the enclosed code writes to stdout and stderr, Python's and the C++
-    streams' alike (file descriptors 1 and 2): exporters print whole IR graphs from C++ when
-    they fail, and a library must not."""
+    streams' alike (file descriptors 1 and 2), and what the libraries of
+    :data:`_LIBRARY_LOGGERS` log: exporters print whole IR graphs from C++ when they fail,
+    transformers logs notices while a model is traced, and a library must not."""
     sys.stdout.flush()
     sys.stderr.flush()
+    loggers = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
     saved = [os.dup(1), os.dup(2)]
     try:
         with tempfile.TemporaryFile() as sink, contextlib.redirect_stdout(io.StringIO()), \
@@ -75,6 +86,8 @@ def silenced_output() -> Iterator[None]:
     finally:
         os.close(saved[0])
         os.close(saved[1])
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def trace_dtype(trace: Trace | None) -> str:

@@ -65,6 +65,7 @@ from ftmodel.frameworks._common import (
     module_names,
     module_path_from_scope,
     real_inputs,
+    silenced_output,
 )
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.hardware.profile import DeviceProfile
@@ -360,9 +361,11 @@ class CudaTsArtifact:
 def jit_trace(wrapper: PositionalModule, trace: Trace | None,
               finish: Callable[[Any], Any] | None = None) -> Any:
     """``torch.jit.trace`` of ``wrapper`` on its example (deprecation notices and
-    TracerWarnings silenced, see :mod:`ftmodel.frameworks.feasibility`), then ``finish`` of the
-    traced module if given; a failure of either is a FrameworkUnsupported naming the op."""
-    with warnings.catch_warnings():
+    TracerWarnings silenced, see :mod:`ftmodel.frameworks.feasibility`; so is what the model's
+    own code prints while traced: transformers logs a ``loss_type`` notice when the tracer
+    reads its modules' attributes), then ``finish`` of the traced module if given; a failure of
+    either is a FrameworkUnsupported naming the op."""
+    with warnings.catch_warnings(), silenced_output():
         warnings.simplefilter("ignore")
         try:
             traced = torch.jit.trace(  # type: ignore[no-untyped-call]

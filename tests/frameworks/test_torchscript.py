@@ -186,3 +186,19 @@ def test_recurrent_nodes_count_the_kernels_aten_runs() -> None:
         assert all(k.bytes_weights > 0 for k in rec)
         assert [k.bytes_weights for k in rec] == [k.bytes_weights for k in ref.kernels
                                                   if "steps=" in k.variant]
+
+
+def test_tracing_a_hugging_face_model_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    # torch.jit.trace reads the modules' attributes; transformers logs a loss_type notice then
+    transformers = pytest.importorskip("transformers")
+    from transformers.utils import logging as hf_logging
+    hf_logging.get_logger("x").warning_once.cache_clear()  # warning_once: once per process
+    cfg = transformers.T5Config(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4,
+                                vocab_size=100)
+    model = transformers.T5EncoderModel(cfg).eval()
+    capfd.readouterr()
+    p = ftmodel.predict_latency(model, "torchscript", "a100", 2,
+                                inputs=lambda b: {"input_ids": torch.randint(0, 100, (b, 16))})
+    assert p.n_launches > 0
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out[:200], err[:300])
