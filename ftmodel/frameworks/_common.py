@@ -109,8 +109,8 @@ def _torch_dtype(dtype: str) -> torch.dtype:
 def real_inputs(model: nn.Module, inputs: InputSpec, batch: int, dtype: str = "fp32",
                 device: torch.device | str = "cpu") -> ModelInputs:
     """The forward arguments at ``batch`` as real tensors on ``device``, floats cast to dtype."""
-    resolved = resolve_inputs(model, inputs, batch)
     want = _torch_dtype(dtype)
+    resolved = resolve_inputs(model, inputs, batch, want)
 
     def conv(t: torch.Tensor) -> torch.Tensor:
         if t.device.type == "meta":
