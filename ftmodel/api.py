@@ -67,10 +67,6 @@ def _canonical_dtype(dtype: str) -> str:
     return key
 
 
-# frameworks that export the model to a graph of their own format (not decode steps)
-EXPORTING_FRAMEWORKS = frozenset({"torchscript", "onnxruntime", "onnxruntime-cudagraphs"})
-
-
 def resolve_profile(device: DeviceSpec) -> HardwareProfile:
     """The profile ``device`` names: "auto" (the local GPU via NVML, else this machine's
     calibrated CPU profile), a built-in name, a profile path, or a HardwareProfile itself."""
@@ -220,7 +216,7 @@ class Predictor:
         """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
         counted from the framework's own artifact where it has one, lowered for this profile's
         device (TorchScript's GPU fusion groups included), with the device's helper kernels."""
-        if isinstance(inputs, DecodeInputs) and self.framework.name in EXPORTING_FRAMEWORKS:
+        if isinstance(inputs, DecodeInputs) and self.framework.exports_graph:
             raise FrameworkUnsupported(
                 self.framework.name, "decode step with a KV cache", "",
                 "its exporter would have to take a transformers Cache object as an input; "

@@ -92,11 +92,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from ftmodel.api import predict_latency
     from ftmodel.inputs import decode
     model, inputs = _load_model(args)
-    if args.decode_context is not None:  # one decode step per batch of sequences
+    step = args.decode_context is not None  # one decode step per batch of sequences
+    if step:
         inputs = decode(args.decode_context, args.cache)
     preds = predict_latency(model, args.framework, args.device, _batches(args.batch),
                             inputs=inputs, dtype=args.dtype, host=args.host, heap=args.heap)
-    step = args.decode_context is not None
     rows = [(p.batch, f"{p.latency_ms:.3f}", f"{p.overhead_s * 1e3:.3f}",
              f"{p.compute_s * 1e3:.3f}", p.regime, f"{p.framework_tax:.0%}", p.n_launches,
              f"{p.macs / 1e9:.3f}", *([f"{p.tokens_per_s:,.0f}"] if step else []))

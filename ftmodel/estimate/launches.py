@@ -23,7 +23,8 @@ they are.
 
 Inductor calls the same aten library kernels as eager for its extern GEMMs and convolutions, so
 ``inductor`` and ``inductor-cudagraphs`` use eager's and cudagraphs' tables where a profile has
-none of their own (:data:`LIBRARY_CALLS_OF`); their generated kernels launch no helpers.
+none of their own (:data:`ftmodel.hardware.host_priors.BORROWS_FROM`); their generated kernels
+launch no helpers.
 
 What else depends on the device (TorchScript's GPU fusion groups) is the lowering's: a Program
 arrives here as the framework runs it on this device (``Framework.program`` given the device
@@ -36,9 +37,10 @@ import math
 from collections import Counter
 
 from ftmodel.program import Kernel, Program, kernel_events
+from ftmodel.hardware.host_priors import BORROWS_FROM
 from ftmodel.hardware.profile import DeviceProfile
 
-__all__ = ["AUX_CLASS", "LIBRARY_CALLS_OF", "expand_launches", "launches_per_op", "dtype_key"]
+__all__ = ["AUX_CLASS", "expand_launches", "launches_per_op", "dtype_key"]
 
 AUX_CLASS = "aux"
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
@@ -56,14 +58,10 @@ def launches_per_op(table: dict[str, float] | None, op_class: str, dtype: str) -
     return float(table.get(f"{op_class}:{dtype}", table.get(op_class, 1.0)))
 
 
-# frameworks whose library calls are another framework's: the table they borrow
-LIBRARY_CALLS_OF = {"inductor": "eager", "inductor-cudagraphs": "cudagraphs"}
-
-
 def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
     """``program`` with the device's helper kernels inserted after the ops that launch them."""
     table = dict(device.launches_per_op.get(framework)
-                 or device.launches_per_op.get(LIBRARY_CALLS_OF.get(framework, ""), {}))
+                 or device.launches_per_op.get(BORROWS_FROM.get(framework, ""), {}))
     if not table or not program.kernels:
         return program
     seen: Counter[str] = Counter()

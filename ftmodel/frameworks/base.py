@@ -81,6 +81,9 @@ class Framework:
     allocations_known: bool = False
     # optional Python packages it needs, by import name (their extras: ftmodel.extras)
     requires: tuple[str, ...] = ()
+    # it lowers by exporting the model to a graph format of its own (TorchScript, ONNX), whose
+    # exporter takes tensors only: not a decode step's transformers Cache object
+    exports_graph: bool = False
     # its lowering's device-specific step, given the profile of the device it is lowered for
     # (TorchScript's GPU fusion groups, which depend on the GPU's generation)
     device_pass: Callable[[Program, DeviceProfile], Program] | None = None

@@ -96,6 +96,6 @@ CUDAGRAPHS = register(Framework(
     "cudagraphs", lower, needs_gpu=True, runner=runner,
     description="PyTorch eager captured into a CUDA graph (torch.cuda.graphs)"))
 ORT_CUDAGRAPHS = register(Framework(
-    "onnxruntime-cudagraphs", _lower_ort_from_trace, needs_gpu=True,
+    "onnxruntime-cudagraphs", _lower_ort_from_trace, needs_gpu=True, exports_graph=True,
     description="ONNX Runtime CUDA EP with enable_cuda_graph; modelled",
     lower_model=lower_model_ort))

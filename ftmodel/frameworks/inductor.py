@@ -50,6 +50,7 @@ class InductorArtifact:
     codes: list[str]
     program: Program
     n_breaks: int
+    target: str = "cpu"  # what it was compiled for: "cpu" | "cuda"
 
     def run(self) -> object:
         args, kwargs = self.example
@@ -69,7 +70,7 @@ def _check_toolchain(device: str, run: bool = False) -> str:
     profile without one, "cpu" (its schedule stands in for the GPU's, see
     :mod:`ftmodel.frameworks.inductor_gpu`) unless ``run`` (running it needs the GPU)."""
     key = str(device).split(":")[0].lower()
-    if key in ("cuda", "gpu"):
+    if _wants_gpu(key):
         if torch.cuda.is_available():
             return "cuda"
         if run:
@@ -113,7 +114,7 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     eager_paths = recurrent_paths(net) if codes else ("",)
     program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes,
                          eager_paths=eager_paths)
-    return InductorArtifact(compiled, (inp.args, inp.kwargs), codes, program, n_breaks)
+    return InductorArtifact(compiled, (inp.args, inp.kwargs), codes, program, n_breaks, dev)
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
@@ -133,7 +134,7 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
     """The Program inductor's generated code runs for ``model`` at ``batch`` (cached). For a GPU
     without a CUDA device here, read off the CPU schedule (:func:`inductor_gpu.from_cpu_schedule`)."""
     art = _artifact(model, inputs, batch, trace, device, dtype)
-    if _wants_gpu(device) and not torch.cuda.is_available():
+    if _wants_gpu(device) and art.target == "cpu":
         return from_cpu_schedule(art.program)
     return art.program
 

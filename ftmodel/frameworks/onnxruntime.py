@@ -368,5 +368,5 @@ def lower(trace: Trace) -> Program:
 
 FRAMEWORK = register(Framework(
     NAME, lower, description="ONNX Runtime (TorchScript-based ONNX export, ORT_ENABLE_ALL)",
-    lower_model=lower_model, runner=runner, settle_s=0.02,
+    lower_model=lower_model, runner=runner, settle_s=0.02, exports_graph=True,
     requires=("onnx", "onnxruntime")))

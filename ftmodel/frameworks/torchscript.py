@@ -171,7 +171,7 @@ def lower(trace: Trace) -> Program:
 
 
 FRAMEWORK = register(Framework(
-    NAME, lower, legacy=True,
+    NAME, lower, legacy=True, exports_graph=True,
     description="TorchScript (torch.jit.trace + freeze + optimize_for_inference; deprecated "
                 "since torch 2.11)",
     lower_model=lower_model, runner=runner, allocations_known=True,

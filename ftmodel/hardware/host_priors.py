@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ftmodel.hardware.profile import FrameworkHost, HostProfile
 
-__all__ = ["COMPILED_CALL_S", "EXTERN_CLASSES", "PRIOR_SOURCE", "TRITON_LAUNCH_S",
+__all__ = ["BORROWS_FROM", "COMPILED_CALL_S", "EXTERN_CLASSES", "PRIOR_SOURCE", "TRITON_LAUNCH_S",
            "gpu_host_key", "inductor_gpu_host"]
 
 TRITON_LAUNCH_S = 8.0e-6  # between the 0- and 19-argument CachingAutotuner.run figures
@@ -42,7 +42,9 @@ _TRITON_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "copy"
                    "other")
 PRIOR_SOURCE = ("tritonbench PR 1017 (2026-04-14, GB200 host): 8 µs per Triton launch, 37.5 µs "
                 "per compiled call; extern GEMMs and convolutions at this host's eager costs")
-_COMPILED = ("inductor", "inductor-cudagraphs")
+# the framework whose library calls (launch helpers) and host costs each compiled framework's
+# prior builds on: inductor's extern kernels are eager's aten calls, its CUDA graph cudagraphs'
+BORROWS_FROM = {"inductor": "eager", "inductor-cudagraphs": "cudagraphs"}
 
 
 def gpu_host_key(framework: str) -> str:
@@ -55,13 +57,12 @@ def inductor_gpu_host(framework: str, host: HostProfile) -> tuple[FrameworkHost,
     from ``host``: its ``<framework>@cuda`` entry if calibrated (no warning), else the prior
     built from :data:`PRIOR_SOURCE` and the host's eager (or cudagraphs) costs. None for other
     frameworks, or when the host lacks the entry the prior builds on."""
-    if framework not in _COMPILED:
+    if framework not in BORROWS_FROM:
         return None
     own = host.frameworks.get(gpu_host_key(framework))
     if own is not None:
         return own, ""
-    base_name = "eager" if framework == "inductor" else "cudagraphs"
-    base = host.frameworks.get(base_name)
+    base = host.frameworks.get(BORROWS_FROM[framework])
     if base is None:
         return None
     if framework == "inductor":
