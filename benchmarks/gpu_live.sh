@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The measurements of benchmarks/gpu_live.py on a GPU machine, in order of importance, each stage
+# under its own time limit (a stage cut short keeps the rows it wrote):
+#
+#   bash benchmarks/gpu_live.sh OUTDIR
+#
+#   1. env       GPU, driver, torch / transformers / timm versions          -> OUTDIR/env.txt
+#   2. decode    a Llama-3.2-1B-shaped decode step (fp16, context 1024, batch 1 and 16): eager
+#                (dynamic and static cache), CUDA graph, torch.compile with and without CUDA
+#                graphs                                                     -> OUTDIR/decode.csv
+#   3. calibrate `ftmodel calibrate --device cuda --quick` for eager and cudagraphs
+#                                                                           -> OUTDIR/gpu-profile-quick.json
+#   4. zoo       corpus models at batch 1 and 32 under the four frameworks  -> OUTDIR/zoo.csv
+# inductor's generated code goes to OUTDIR/inductor-code.tar.gz, all output to OUTDIR/log.txt.
+set -u
+OUT=${1:?OUTDIR}
+PY=${PY:-python3}
+WORK=${WORK:-/tmp/gpu-live}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$OUT" "$WORK"
+LOG="$OUT/log.txt"
+
+collect() { cp "$WORK"/*.csv "$WORK"/inductor-code.tar.gz "$OUT"/ 2>/dev/null; true; }
+
+stage() {  # name, limit (s), command...
+  local name=$1 limit=$2; shift 2
+  echo "=== $name ($(date -u +%T)) ===" >>"$LOG"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$LOG" 2>&1
+  echo "=== $name: rc=$? in $((SECONDS - t0)) s ===" >>"$LOG"
+  collect
+}
+
+stage env 30 bash -c "nvidia-smi; $PY -c 'import torch, transformers, timm; print(torch.__version__, \
+transformers.__version__, timm.__version__, torch.cuda.get_device_name(), \
+torch.cuda.get_device_properties(0))'; nproc"
+cp "$LOG" "$OUT/env.txt"
+stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode --out-dir "$WORK"
+stage calibrate "${CALIBRATE_S:-70}" "$PY" -m ftmodel calibrate --device cuda --quick \
+  --no-progress --frameworks eager,cudagraphs --threads 2 --out "$OUT/gpu-profile-quick.json"
+stage zoo "${ZOO_S:-220}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK"
+tail -n 60 "$LOG"
