@@ -36,7 +36,10 @@ transformers.__version__, timm.__version__, torch.cuda.get_device_name(), \
 torch.cuda.get_device_properties(0))'; nproc"
 cp "$LOG" "$OUT/env.txt"
 stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode --out-dir "$WORK"
-stage calibrate "${CALIBRATE_S:-70}" "$PY" -m ftmodel calibrate --device cuda --quick \
-  --no-progress --frameworks eager,cudagraphs --threads 2 --out "$OUT/gpu-profile-quick.json"
+# calibration/ is installed as ftmodel.calibration (pyproject's package-dir): without installing,
+# lay the package out that way in a scratch folder
+rm -rf "$WORK/pkg" && mkdir -p "$WORK/pkg" && cp -r ftmodel "$WORK/pkg/" && cp -r calibration "$WORK/pkg/ftmodel/calibration"
+stage calibrate "${CALIBRATE_S:-70}" env PYTHONPATH="$WORK/pkg" "$PY" -m ftmodel calibrate --device cuda \
+  --quick --no-progress --frameworks eager,cudagraphs --threads 2 --out "$OUT/gpu-profile-quick.json"
 stage zoo "${ZOO_S:-220}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK"
 tail -n 60 "$LOG"
