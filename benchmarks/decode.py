@@ -130,6 +130,30 @@ def run(framework: str, profile: str, contexts: list[int], batches: list[int], r
     return rows
 
 
+def repredict(path: Path, profile: str) -> list[dict[str, Any]]:
+    """The points of a committed ``decode-<framework>.csv`` predicted again with the code of now
+    (their measurements unchanged: not a same-run validation)."""
+    old = list(csv.DictReader(open(path)))
+    framework = old[0]["framework"]
+    pred = Predictor(framework, load_profile(profile))
+    rows: list[dict[str, Any]] = []
+    for name, make in MODELS.items():
+        torch.manual_seed(0)
+        model = make().eval()
+        for c in sorted({int(r["context"]) for r in old if r["model"] == name}):
+            pts = [r for r in old if r["model"] == name and int(r["context"]) == c]
+            batches = [int(r["batch"]) for r in pts]
+            for r, p in zip(pts, pred.predict(model, batches, ftmodel.inputs.decode(c))):
+                measured = float(r["measured_s"])
+                rows.append(dict(r, predicted_s=p.latency_s, ratio=p.latency_s / measured,
+                                 ape=abs(p.latency_s - measured) / measured,
+                                 overhead_s=p.overhead_s, compute_s=p.compute_s, macs=p.macs,
+                                 n_launches=p.n_launches, tokens_per_s_predicted=p.tokens_per_s,
+                                 spread=float(r["spread"]), measured_s=measured,
+                                 context=c, batch=int(r["batch"])))
+    return rows
+
+
 def _stats(rows: list[dict[str, Any]]) -> str:
     pred = np.array([r["predicted_s"] for r in rows])
     meas = np.array([r["measured_s"] for r in rows])
@@ -144,12 +168,14 @@ def _stats(rows: list[dict[str, Any]]) -> str:
             f"{np.median(proxy):.1%}")
 
 
-def summary(rows: list[dict[str, Any]], profile: str, command: str, took_s: float) -> str:
+def summary(rows: list[dict[str, Any]], profile: str, command: str, took_s: float,
+            title: str | None = None) -> str:
     head = ("| points | median APE | P90 | within ±20% | ρ | ratio | MACs proxy |\n"
             "|---|---|---|---|---|---|---|")
-    out = [f"# Decode steps on {cpu_name()}", "",
+    out = [title or f"# Decode steps on {cpu_name()}", "",
            f"- date: {datetime.date.today()}; torch {torch.__version__}, "
-           f"{torch.get_num_threads()} threads; run took {took_s:.0f} s",
+           f"{torch.get_num_threads()} threads; " + (f"run took {took_s:.0f} s" if not title
+                                                      else "predictions only"),
            f"- profile: `{profile}`", f"- command: `{command}`",
            f"- noise: median round spread "
            f"{statistics.median(r['spread'] for r in rows):.1%} (slowest / fastest round − 1)",
@@ -186,8 +212,24 @@ def main() -> None:
     ap.add_argument("--round-s", type=float, default=0.2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results" / "local"))
+    ap.add_argument("--repredict", default=None, metavar="CSV",
+                    help="predict the points of a committed decode-<framework>.csv again (no "
+                    "measuring); writes <CSV stem>-repredicted.csv and .md beside it")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.repredict:
+        src = Path(args.repredict)
+        rows = repredict(src, args.profile)
+        with open(src.with_name(src.stem + "-repredicted.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        text = summary(rows, args.profile, "python benchmarks/decode.py " + " ".join(sys.argv[1:]),
+                       0.0, title=f"# Decode steps re-predicted: the measured points of {src.name}, "
+                       "predicted with the code of this date (not a same-run validation)")
+        src.with_name(src.stem + "-repredicted.md").write_text(text)
+        print(text)
+        return
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     contexts = [int(c) for c in args.contexts.split(",")]

@@ -402,10 +402,10 @@ def predict(gpu: str, host: str | None, out_path: Path, batches: list[int], cont
     torch.manual_seed(0)
     llm = _decode_model("cpu", tiny).float()  # inductor compiles real weights; dtype below
     for fw, cache in variants:
-        pred = Predictor(fw, gpu, host=host, dtype="fp16")
         for c in contexts:
-            try:
-                ps = pred.predict(llm, decode_batches, ftmodel.inputs.decode(c, cache=cache))
+            try:  # a calibrated profile may lack fp16
+                ps = Predictor(fw, gpu, host=host, dtype="fp16").predict(
+                    llm, decode_batches, ftmodel.inputs.decode(c, cache=cache))
             except FtmodelError as err:
                 rows.append({"kind": "decode", "model": DECODE_NAME, "framework": fw,
                              "cache": cache, "context": c, "note": str(err)[:300]})

@@ -21,7 +21,7 @@ from torch import nn
 
 from ftmodel.deprecation import renamed
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError, ProfileError
-from ftmodel.estimate.allocator import page_faults
+from ftmodel.estimate.allocator import mapped_page_faults, page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.hardware.host_priors import inductor_gpu_host
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
@@ -115,8 +115,9 @@ def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Fram
     eager, TorchScript) pay page faults that ftmodel counts: ONNX Runtime keeps its own arena, a
     GPU's activations come from PyTorch's caching allocator, and inductor's wrapper buffers,
     simulated the same way, gave thousands of faults per call where its plain processes
-    measured none (EfficientNet-Lite, MobileNet-V3 on the corpus's tuning half): it is
-    predicted as with the heap kept, and says so.
+    measured none (EfficientNet-Lite, MobileNet-V3 on the corpus's tuning half): only its
+    buffers above glibc's mmap ceiling, mapped afresh every call, are counted
+    (``Framework.large_allocations_known``), and the prediction says so.
     """
     if heap == "kept" or profile.device.type != "cpu" or fw.name == "onnxruntime":
         return "kept", 0.0
@@ -125,6 +126,11 @@ def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Fram
                         "ftmodel measured it), so this predicts a process that keeps its heap "
                         "mapped; re-run `ftmodel calibrate` to predict a plain process")
         return "kept", 0.0
+    if not fw.allocations_known and fw.large_allocations_known:
+        warnings.append(f"{fw.name}'s allocations are simulated only above glibc's 32 MiB mmap "
+                        "ceiling (mapped afresh on every call); smaller buffers as with the heap "
+                        "kept")
+        return "plain", host.page_fault_s
     if not fw.allocations_known:
         warnings.append(f"{fw.name}'s allocations are not simulated: predicted as with the "
                         "heap kept (glibc's page faults not counted)")
@@ -295,6 +301,8 @@ class Predictor:
         heap is kept): :func:`ftmodel.estimate.allocator.page_faults`."""
         if self.page_fault_s <= 0.0:
             return np.zeros(len(program.kernels))
+        if not self.framework.allocations_known:  # large_allocations_known (_heap_model)
+            return mapped_page_faults(program.kernels)
         return page_faults(program.kernels)
 
     def crossover(self, p1: Program, p2: Program, warnings: list[str]) -> float | None:

@@ -37,7 +37,7 @@ import math
 from collections import Counter
 
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.hardware.host_priors import BORROWS_FROM
+from ftmodel.hardware.host_priors import BORROWS_FROM, OWN_LAYOUT_CLASSES
 from ftmodel.hardware.profile import DeviceProfile
 
 __all__ = ["AUX_CLASS", "expand_launches", "launches_per_op", "dtype_key"]
@@ -60,8 +60,11 @@ def launches_per_op(table: dict[str, float] | None, op_class: str, dtype: str) -
 
 def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
     """``program`` with the device's helper kernels inserted after the ops that launch them."""
-    table = dict(device.launches_per_op.get(framework)
-                 or device.launches_per_op.get(BORROWS_FROM.get(framework, ""), {}))
+    own = device.launches_per_op.get(framework)
+    table = dict(own or device.launches_per_op.get(BORROWS_FROM.get(framework, ""), {}))
+    if not own:  # borrowed: not for the classes the framework lays out itself
+        table = {k: v for k, v in table.items()
+                 if k.split(":")[0] not in OWN_LAYOUT_CLASSES.get(framework, ())}
     if not table or not program.kernels:
         return program
     seen: Counter[str] = Counter()

@@ -79,6 +79,9 @@ class Framework:
     # its CPU Programs' kernels carry operand identities (Kernel.reads/writes) from which
     # ftmodel.estimate.allocator follows the storages glibc's malloc hands out (a plain process)
     allocations_known: bool = False
+    # only its storages above glibc's mmap-threshold ceiling are followed (mapped afresh on
+    # every call whatever the heap's layout: ftmodel.estimate.allocator.mapped_page_faults)
+    large_allocations_known: bool = False
     # optional Python packages it needs, by import name (their extras: ftmodel.extras)
     requires: tuple[str, ...] = ()
     # it lowers by exporting the model to a graph format of its own (TorchScript, ONNX), whose

@@ -33,6 +33,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, register
+from ftmodel.frameworks.inductor_cpp import independent_nests, kernel_sources
 from ftmodel.frameworks.inductor_gpu import from_cpu_schedule
 from ftmodel.program import Program
 from ftmodel.frameworks.inductor_lower import NAME, lower_code, recurrent_paths
@@ -135,7 +136,9 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
     without a CUDA device here, read off the CPU schedule (:func:`inductor_gpu.from_cpu_schedule`)."""
     art = _artifact(model, inputs, batch, trace, device, dtype)
     if _wants_gpu(device) and art.target == "cpu":
-        return from_cpu_schedule(art.program)
+        sources = {name: src for code in art.codes for name, src in kernel_sources(code).items()}
+        return from_cpu_schedule(art.program, {name: independent_nests(src)
+                                               for name, src in sources.items()})
     return art.program
 
 
@@ -153,4 +156,4 @@ def lower(trace: Trace) -> Program:
 
 FRAMEWORK = register(Framework(
     NAME, lower, description="torch.compile (inductor backend, static shapes)",
-    lower_model=lower_model, runner=runner))
+    lower_model=lower_model, runner=runner, large_allocations_known=True))

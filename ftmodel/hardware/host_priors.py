@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ftmodel.hardware.profile import FrameworkHost, HostProfile
 
-__all__ = ["BORROWS_FROM", "COMPILED_CALL_S", "EXTERN_CLASSES", "PRIOR_SOURCE", "TRITON_LAUNCH_S",
+__all__ = ["BORROWS_FROM", "COMPILED_CALL_S", "OWN_LAYOUT_CLASSES", "EXTERN_CLASSES", "PRIOR_SOURCE", "TRITON_LAUNCH_S",
            "gpu_host_key", "inductor_gpu_host"]
 
 TRITON_LAUNCH_S = 8.0e-6  # between the 0- and 19-argument CachingAutotuner.run figures
@@ -45,6 +45,11 @@ PRIOR_SOURCE = ("tritonbench PR 1017 (2026-04-14, GB200 host): 8 µs per Triton 
 # the framework whose library calls (launch helpers) and host costs each compiled framework's
 # prior builds on: inductor's extern kernels are eager's aten calls, its CUDA graph cudagraphs'
 BORROWS_FROM = {"inductor": "eager", "inductor-cudagraphs": "cudagraphs"}
+# op classes whose library helper kernels a compiled framework does not borrow: inductor runs
+# convolutions channels-last on a GPU (layout optimisation), so cuDNN needs none of the
+# NCHW/NHWC transposes eager's calls add (H200, torch 2.11: one kernel per convolution,
+# benchmarks/results/gpu-h200/zoo-run1.csv)
+OWN_LAYOUT_CLASSES = {fw: ("conv", "conv_grouped") for fw in BORROWS_FROM}
 
 
 def gpu_host_key(framework: str) -> str:

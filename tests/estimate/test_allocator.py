@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
-from ftmodel.estimate.allocator import GlibcMalloc, allocations, page_faults
+from ftmodel.estimate.allocator import GlibcMalloc, allocations, mapped_page_faults, page_faults
+from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.program import Kernel
 
 MIB = 1 << 20
@@ -94,3 +96,43 @@ def test_onednn_convolution_maps_its_reordered_weights_afresh_every_call() -> No
     assert faults[1] >= w // 4096
     slow = replace(conv, variant="slow2d")
     assert page_faults([head, slow, tail])[1] < w // 4096
+
+
+def test_mapped_faults_count_only_chunks_above_the_mmap_ceiling() -> None:
+    # a 64 MiB buffer is mapped afresh each call (all its pages fault), a 16 MiB one may come
+    # from the heap: only the first counts; the full simulation faults both in the first pass
+    ks = [_kernel(((WEIGHTS, 16 * MIB),), ((1, 16 * MIB),)),
+          _kernel(((1, 16 * MIB),), ((2, 64 * MIB),)),
+          _kernel(((2, 64 * MIB),), ((3, 100),))]
+    got = mapped_page_faults(ks)
+    assert got.tolist() == [0.0, 64 * MIB / PAGE, 0.0]
+    assert page_faults(ks)[1] == pytest.approx(64 * MIB / PAGE, abs=1)  # same, simulated
+
+
+def test_inductor_counts_its_large_buffers_in_a_plain_process(
+        profile_factory: Callable[..., HardwareProfile]) -> None:
+    """A plain process: inductor's 64 MiB intermediate is paid for at the host's price per page
+    (glibc maps it on every call)."""
+    import shutil
+
+    import torch
+    from torch import nn
+
+    import ftmodel
+    from ftmodel.hardware.profile import FrameworkHost
+    from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("inductor's CPU target needs a C++ compiler")
+    host = FrameworkHost(per_event_s=dict(TINY_PER_EVENT_S), per_call_s=TINY_PER_CALL_S)
+    prof = profile_factory(frameworks={"eager": host, "inductor": host})
+    torch.manual_seed(0)
+    big = nn.Sequential(nn.Linear(64, 4096), nn.ReLU(), nn.Linear(4096, 8)).eval()
+    batch = 4096  # the ReLU's output: 4096 x 4096 fp32 = 64 MiB
+
+    def inputs(b: int) -> torch.Tensor:
+        return torch.randn(b, 64)
+    p = ftmodel.predict_latency(big, "inductor", prof, batch, inputs=inputs, heap="plain")
+    assert p.heap == "plain" and p.page_faults >= 64 * MIB / PAGE
+    assert any("32 MiB" in w for w in p.warnings)
+    kept = ftmodel.predict_latency(big, "inductor", prof, batch, inputs=inputs, heap="kept")
+    assert kept.page_faults == 0 and kept.latency_s < p.latency_s
