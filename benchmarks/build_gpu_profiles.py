@@ -35,7 +35,9 @@ Per op class the device half is a roofline (``ftmodel.estimate.kernels``):
   every dtype (cuDNN has no tensor-core depthwise kernels).
 * ``half_macs`` = ``ramp_mac_s`` × peak and ``half_bytes`` = ``ramp_byte_s`` × bandwidth: a kernel
   reaches half its peak when its ideal time equals the ramp time, so the half-work size scales
-  with the GPU's throughput.
+  with the GPU's throughput. A generation with a ramp measured on live CUDA-graph replays
+  (``gpu_generations.json``'s ``kernel_ramp``: Hopper, 1.81 µs, ``kernel_ramp.py``) takes it for
+  both, in place of the ramps fitted on the paper's GPUs (10 µs and 6.3 µs).
 * ``aux``: the helper kernels of ``launches_per_op`` (see ``ftmodel.estimate.launches``) cost the
   kernel floor.
 
@@ -153,12 +155,28 @@ def generation_fractions(spec: GpuSpec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def scaled_efficiency(spec: GpuSpec, eff: dict[str, float]) -> dict[str, float]:
+def generation_ramp(spec: GpuSpec) -> dict[str, Any] | None:
+    """``spec``'s chip's or generation's measured per-kernel ramp (``kernel_ramp``), if any."""
+    table = generation_table()
+    for entry in (table.get("chips", {}).get(spec.arch.split()[-1], {}),
+                  table["generations"].get(spec.family, {})):
+        if entry.get("kernel_ramp"):
+            return dict(entry["kernel_ramp"])
+    return None
+
+
+def scaled_efficiency(spec: GpuSpec, eff: dict[str, float], measured_ramps: bool = True
+                      ) -> dict[str, float]:
     """``eff`` with ``eff_cuda``/``eff_tensor``/``eff_bw`` as fitted residuals multiplied by the
-    generation's published fractions (the GPU's own efficiencies)."""
+    generation's published fractions (the GPU's own efficiencies), and, where the generation has
+    one measured (``measured_ramps``), its per-kernel ramp in place of the fitted ramps."""
     fr = generation_fractions(spec)
-    return {**eff, **{k: eff[k] * fr[col]["fraction"] for k, col in FRACTION_OF.items()
-                      if k in eff}}
+    out = {**eff, **{k: eff[k] * fr[col]["fraction"] for k, col in FRACTION_OF.items()
+                     if k in eff}}
+    ramp = generation_ramp(spec) if measured_ramps else None
+    if ramp is not None:
+        out["ramp_mac_s"] = out["ramp_byte_s"] = float(ramp["seconds"])
+    return out
 
 
 def dtypes_of(spec: GpuSpec) -> tuple[str, ...]:
@@ -197,8 +215,9 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
 
 
 def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
-                launches: dict[str, dict[str, float]]) -> DeviceProfile:
-    eff = scaled_efficiency(spec, eff)
+                launches: dict[str, dict[str, float]], measured_ramps: bool = True
+                ) -> DeviceProfile:
+    eff = scaled_efficiency(spec, eff, measured_ramps)
     bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
     byte = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
     classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
@@ -234,8 +253,10 @@ def host_half(name: str, h: dict[str, Any]) -> HostProfile:
     return HostProfile(name=name, cpu=h["cpu"], threads=1, frameworks=fws)
 
 
-def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwareProfile],
-                                                                  list[HostOnlyProfile]]:
+def build(params: dict[str, Any], specs: list[GpuSpec], measured_ramps: bool = True
+          ) -> tuple[list[HardwareProfile], list[HostOnlyProfile]]:
+    """The spec-derived profiles of ``specs``; ``measured_ramps=False`` leaves out the per-kernel
+    ramps measured on live GPUs (a GPU predicted with nothing measured on its generation)."""
     eff = params["device"]
     hosts = {n: host_half(n, h) for n, h in params["hosts"].items()}
     profiles = []
@@ -246,7 +267,7 @@ def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwarePr
         host_name = params["gpu_hosts"].get(name, "paper-host")
         profiles.append(HardwareProfile(
             name=name, kind="spec-derived",
-            device=device_half(spec, name, eff, params["launches_per_op"]),
+            device=device_half(spec, name, eff, params["launches_per_op"], measured_ramps),
             host=hosts[host_name],
             provenance={
                 "generated_by": "benchmarks/build_gpu_profiles.py",
@@ -261,7 +282,9 @@ def build(params: dict[str, Any], specs: list[GpuSpec]) -> tuple[list[HardwarePr
                     "fractions": generation_fractions(spec),
                     "residuals": {k: eff[k] for k in FRACTION_OF if k in eff},
                     "efficiencies": {k: v for k, v in scaled_efficiency(spec, eff).items()
-                                     if k in FRACTION_OF}},
+                                     if k in FRACTION_OF},
+                    "kernel_ramp": generation_ramp(spec) or {
+                        "basis": "the per-kernel ramps fitted on the paper's GPUs"}},
             },
             aliases=aliases))
     host_only = [HostOnlyProfile(

@@ -1,0 +1,71 @@
+"""A GPU generation's time per kernel beyond its work, from live CUDA-graph replays.
+
+    python benchmarks/kernel_ramp.py benchmarks/results/gpu-h100/cudagraphs-v2.csv \\
+        --profile h100-sxm5 --host benchmarks/results/gpu-h100/h100-profile-v2.json
+
+A CUDA-graph replay has no host part worth the name, so its measured time is the device's: the
+kernels' work plus what each kernel costs beyond it (launch, ramp-up, drain). For each measured
+point at batch ≤ ``--max-batch`` this predicts the device time with the spec-derived profile's
+per-kernel ramps set to zero (``half_macs`` = ``half_bytes`` = 0: work and floor only) and prints
+``(measured − work) / kernels``; its median is the per-kernel ramp
+``build_gpu_profiles.py`` gives that generation (``gpu_generations.json``, ``kernel_ramp``)
+in place of the ramps fitted on the paper's Pascal and Turing GPUs (6.3 µs per bytes-bound,
+10 µs per MAC kernel), which latencies hiding kernels behind host time cannot pin down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ftmodel.api import Predictor  # noqa: E402
+from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
+from ftmodel.hardware.registry import load_profile  # noqa: E402
+from ftmodel.tools.zoo import get_model  # noqa: E402
+
+
+def without_ramps(profile: HardwareProfile) -> HardwareProfile:
+    """``profile`` with every roofline's half-work sizes (the per-kernel ramps) at zero."""
+    classes = {c: replace(d, params={k: (0.0 if k.startswith(("half_bytes", "half_macs"))
+                                         else v) for k, v in d.params.items()})
+               for c, d in profile.device.op_classes.items()}
+    return replace(profile, device=replace(profile.device, op_classes=classes))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", help="a cudagraphs validation CSV (benchmarks/validate.py)")
+    ap.add_argument("--profile", required=True, help="the GPU's spec-derived profile")
+    ap.add_argument("--host", default=None)
+    ap.add_argument("--max-batch", type=int, default=4)
+    args = ap.parse_args()
+    pred = Predictor("cudagraphs", without_ramps(load_profile(args.profile)), host=args.host)
+    rows = [r for r in csv.DictReader(open(args.csv)) if int(r["batch"]) <= args.max_batch]
+    per: list[float] = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        pts = [r for r in rows if r["model"] == model]
+        zm = get_model(model)
+        torch.manual_seed(0)
+        net = zm.build().eval()
+        for r, p in zip(pts, pred.predict(net, [int(r["batch"]) for r in pts], zm.make_inputs)):
+            extra = (float(r["measured_s"]) - p.compute_s) / p.n_launches
+            per.append(extra)
+            print(f"{model:<24} b{r['batch']:<3} measured {float(r['measured_s']) * 1e3:7.3f} ms  "
+                  f"work {p.compute_s * 1e3:7.3f} ms  {p.n_launches:4d} kernels  "
+                  f"{extra * 1e6:6.2f} µs per kernel", flush=True)
+    q = np.percentile(per, [25, 50, 75]) * 1e6
+    print(f"{len(per)} points: median {q[1]:.2f} µs per kernel (25th-75th percentile "
+          f"{q[0]:.2f}-{q[2]:.2f})")
+
+
+if __name__ == "__main__":
+    main()
