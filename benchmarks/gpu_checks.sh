@@ -26,7 +26,11 @@ STAGES=${1:-env,tests,smoke,calibrate,validate-eager}
 OUT=${2:-benchmarks/results/gpu-checks}
 PY=${PY:-python3}
 SPEC=${SPEC:-h100-sxm5}
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# calibration/ is installed as ftmodel.calibration (pyproject's package-dir): without installing,
+# lay the package out that way in a scratch folder, ahead of the checkout on the path
+PKG=${PKG:-/tmp/ftmodel-pkg}
+rm -rf "$PKG" && mkdir -p "$PKG" && cp -r ftmodel "$PKG/" && cp -r calibration "$PKG/ftmodel/calibration"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PKG:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # the CPU validation zoo plus full-size ResNet-50 and BERT-Base; batches up to the compute-bound side
 MODELS=${MODELS:-$($PY -c "from ftmodel.tools.zoo import VALIDATION_SET as v; print(','.join(v + ('resnet50', 'bert-base')))")}
 BATCHES=${BATCHES:-1,2,4,8,16,32,64,128}
