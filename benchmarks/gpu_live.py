@@ -47,6 +47,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ftmodel.frameworks.cudagraphs import capture_forward  # noqa: E402
+
 # corpus models, held-out and tuning halves alternating (a cut-short run keeps both)
 ZOO_MODELS = ("regnet_x_400mf@112", "resnet34@96", "bert-6x384@64", "distilbert-4x384@96",
               "vit_small@96", "convnext_tiny@64")
@@ -149,26 +151,6 @@ def _compile(model: torch.nn.Module, framework: str, args: tuple[Any, ...],
     return call, info
 
 
-def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
-             ) -> Callable[[], object]:
-    """One forward captured as a CUDA graph (three warm-ups on a side stream first)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(side):
-        for _ in range(3):
-            model(*args, **kwargs)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
-        model(*args, **kwargs)
-    keep = (model, args, kwargs)
-
-    def replay() -> object:
-        graph.replay()
-        return keep
-    return replay
-
-
 class _Rows:
     """Rows appended to a CSV as they are measured (a run cut short keeps what it measured)."""
 
@@ -224,7 +206,7 @@ def measure_zoo(out: Path, batches: list[int], rounds: int, device: str, models:
                                 return m(*i.args, **i.kwargs)
                         fn: Callable[[], object] = call
                     elif fw == "cudagraphs":
-                        fn = _capture(model, inp.args, inp.kwargs)
+                        fn = capture_forward(model, inp.args, inp.kwargs)
                     else:
                         fn, extra = _compile(model, fw, inp.args, inp.kwargs, code_dir,
                                              f"{name.replace('@', '_')}-{fw}-b{b}")
@@ -346,13 +328,14 @@ def _decode_step(model: torch.nn.Module, fw: str, cache: str, kw: dict[str, Any]
         return call
     if fw == "cudagraphs":
         try:
-            return _capture(model, (), kw)
+            return capture_forward(model, (), kw)
         except Exception as err:  # a mask check syncing inside the capture
             print(f"capture with attention_mask failed ({err!r:.200}); again without it",
                   flush=True)
             torch.cuda.synchronize()
             info["note"] = "captured without attention_mask"
-            return _capture(model, (), {k: v for k, v in kw.items() if k != "attention_mask"})
+            return capture_forward(model, (), {k: v for k, v in kw.items()
+                                               if k != "attention_mask"})
     fn, extra = _compile(model, fw, (), kw, code_dir, tag)
     info.update(extra)
     return fn

@@ -20,25 +20,20 @@ import torch
 from torch import nn
 
 from ftmodel.deprecation import renamed
-from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError, ProfileError
+from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.estimate.allocator import mapped_page_faults, page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
-from ftmodel.hardware.host_priors import inductor_gpu_host
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import (Timeline, crossover, host_costs_s, kernel_host_costs_s,
                                        run_timeline)
-from ftmodel.frameworks.base import Framework, get_framework
+from ftmodel.frameworks.base import get_framework
 from ftmodel.program import Kernel, Program, entry_launches
-from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostOnlyProfile, HostProfile
+from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.plain_objects import maker
 from ftmodel.prediction import KernelArrays, LayerCost, Prediction
-from ftmodel.hardware.registry import (
-    default_host_warning,
-    is_default_host,
-    load_host_profile,
-    load_profile,
-)
+from ftmodel.hardware.registry import load_profile
+from ftmodel.host_model import HEAPS, HostSpec, framework_host, heap_model
 from ftmodel.tracing.decode import DecodeInputs
 from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
@@ -50,10 +45,6 @@ __all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crosso
 
 # What names a device: a profile name ("a100", "cpu", "auto"), a profile file, or a profile.
 DeviceSpec = Union[str, os.PathLike[str], HardwareProfile]
-# What names a host half: the same, a host-only profile, or a HostProfile itself.
-HostSpec = Union[str, os.PathLike[str], HardwareProfile, HostOnlyProfile, HostProfile]
-
-HEAPS = ("plain", "kept")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
@@ -75,67 +66,6 @@ def resolve_profile(device: DeviceSpec) -> HardwareProfile:
         name = local_gpu_profile_name()
         return load_profile(name if name is not None else "local-cpu")
     return load_profile(device)
-
-
-def _framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framework,
-                    warnings: list[str]) -> tuple[FrameworkHost, HostProfile]:
-    host_prof: HostProfile | None
-    if host is not None:
-        host_prof = load_host_profile(host)
-    else:
-        host_prof = profile.host
-        if host_prof is not None and is_default_host(host_prof):
-            warnings.append(default_host_warning(host_prof, profile.name))
-    if host_prof is None:
-        raise ProfileError(f"profile {profile.name!r} has no host half; pass host= a calibrated "
-                           "profile (`ftmodel calibrate --device cpu`)")
-    key = fw.host_events_from or fw.name
-    # a compiled framework's CPU costs (C++ kernels) do not price its GPU launches (Triton):
-    # only a GPU calibration's own host half does; otherwise a cited prior
-    calibrated_here = host is None and not is_default_host(host_prof)
-    if profile.device.type != "cpu" and not (calibrated_here and key in host_prof.frameworks):
-        prior = inductor_gpu_host(fw.name, host_prof)
-        if prior is not None:
-            if prior[1]:
-                warnings.append(prior[1])
-            return prior[0], host_prof
-    if key not in host_prof.frameworks:
-        raise ProfileError(
-            f"host profile {host_prof.name!r} has no costs for framework {fw.name!r} (it has: "
-            f"{', '.join(sorted(host_prof.frameworks)) or 'none'}); calibrate it with "
-            f"`ftmodel calibrate --frameworks {fw.name}`")
-    return host_prof.frameworks[key], host_prof
-
-
-def _heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Framework,
-                warnings: list[str]) -> tuple[str, float]:
-    """The heap state a prediction models and its price per freshly mapped page (0: none).
-
-    Only frameworks whose CPU allocations ftmodel follows (``Framework.allocations_known``:
-    eager, TorchScript) pay page faults that ftmodel counts: ONNX Runtime keeps its own arena, a
-    GPU's activations come from PyTorch's caching allocator, and inductor's wrapper buffers,
-    simulated the same way, gave thousands of faults per call where its plain processes
-    measured none (EfficientNet-Lite, MobileNet-V3 on the corpus's tuning half): only its
-    buffers above glibc's mmap ceiling, mapped afresh every call, are counted
-    (``Framework.large_allocations_known``), and the prediction says so.
-    """
-    if heap == "kept" or profile.device.type != "cpu" or fw.name == "onnxruntime":
-        return "kept", 0.0
-    if host.page_fault_s <= 0.0:
-        warnings.append(f"host profile {host.name!r} has no page-fault cost (calibrated before "
-                        "ftmodel measured it), so this predicts a process that keeps its heap "
-                        "mapped; re-run `ftmodel calibrate` to predict a plain process")
-        return "kept", 0.0
-    if not fw.allocations_known and fw.large_allocations_known:
-        warnings.append(f"{fw.name}'s allocations are simulated only above glibc's 32 MiB mmap "
-                        "ceiling (mapped afresh on every call); smaller buffers as with the heap "
-                        "kept")
-        return "plain", host.page_fault_s
-    if not fw.allocations_known:
-        warnings.append(f"{fw.name}'s allocations are not simulated: predicted as with the "
-                        "heap kept (glibc's page faults not counted)")
-        return "kept", 0.0
-    return "plain", host.page_fault_s
 
 
 def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
@@ -207,10 +137,10 @@ class Predictor:
             raise InvalidArgumentError(
                 f"dtype {self.dtype!r} is not supported by profile {self.profile.name!r} "
                 f"(supports: {', '.join(self.profile.device.dtypes)})")
-        self.fw_host, host_prof = _framework_host(self.profile, host, self.framework,
+        self.fw_host, host_prof = framework_host(self.profile, host, self.framework,
                                                   self.warnings)
         self.host_name = host_prof.name
-        self.heap, self.page_fault_s = _heap_model(heap, self.profile, host_prof,
+        self.heap, self.page_fault_s = heap_model(heap, self.profile, host_prof,
                                                    self.framework, self.warnings)
         self.device_model = DeviceModel(self.profile.device, self.dtype,
                                         self.framework.host_events_from or self.framework.name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -33,7 +34,7 @@ from ftmodel.program import Program
 from ftmodel.tracing.inputs import InputSpec, resolve_inputs
 from ftmodel.tracing.records import Trace
 
-__all__ = ["lower", "lower_model_ort", "replay_program", "runner"]
+__all__ = ["capture_forward", "lower", "lower_model_ort", "replay_program", "runner"]
 
 
 def replay_program(base: Program, framework: str) -> Program:
@@ -70,17 +71,25 @@ def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cu
         raise InvalidArgumentError(f"the cudagraphs runner runs fp32 models, got dtype={dtype!r}")
     model = model.to(device).eval()
     inp = resolve_inputs(model, inputs, batch).map(lambda t: t.to(device))
+    return capture_forward(model, inp.args, inp.kwargs)
+
+
+def capture_forward(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+                    ) -> Callable[[], object]:
+    """One no-grad forward of ``model`` on ``args``/``kwargs`` (already on the GPU; they become
+    the graph's static buffers) captured as a CUDA graph after three warm-up calls on a side
+    stream, as torch.cuda.graphs requires; the callable replays it."""
     side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
         for _ in range(3):
-            model(*inp.args, **inp.kwargs)
+            model(*args, **kwargs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph):
-        out = model(*inp.args, **inp.kwargs)
+        out = model(*args, **kwargs)
 
-    static = (model, inp)  # the graph reads these addresses: they live as long as the callable
+    static = (model, args, kwargs)  # the graph reads these addresses: kept with the callable
 
     def replay() -> object:
         graph.replay()

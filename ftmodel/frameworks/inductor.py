@@ -33,7 +33,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, register
-from ftmodel.frameworks.inductor_cpp import independent_nests, kernel_sources
+from ftmodel.frameworks.inductor_cpp import triton_kernels
 from ftmodel.frameworks.inductor_gpu import from_cpu_schedule
 from ftmodel.program import Program
 from ftmodel.frameworks.inductor_lower import NAME, lower_code, recurrent_paths
@@ -52,6 +52,7 @@ class InductorArtifact:
     program: Program
     n_breaks: int
     target: str = "cpu"  # what it was compiled for: "cpu" | "cuda"
+    gpu_program: Program | None = None  # a CPU target's program read as the GPU's (lazily)
 
     def run(self) -> object:
         args, kwargs = self.example
@@ -136,9 +137,9 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
     without a CUDA device here, read off the CPU schedule (:func:`inductor_gpu.from_cpu_schedule`)."""
     art = _artifact(model, inputs, batch, trace, device, dtype)
     if _wants_gpu(device) and art.target == "cpu":
-        sources = {name: src for code in art.codes for name, src in kernel_sources(code).items()}
-        return from_cpu_schedule(art.program, {name: independent_nests(src)
-                                               for name, src in sources.items()})
+        if art.gpu_program is None:  # read once per artifact
+            art.gpu_program = from_cpu_schedule(art.program, triton_kernels(art.codes))
+        return art.gpu_program
     return art.program
 
 

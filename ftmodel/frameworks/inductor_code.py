@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelCall", "distinct_tensors", "name_tokens", "parse_wrapper"]
+__all__ = ["KernelCall", "distinct_tensors", "kernel_sources", "name_tokens", "parse_wrapper"]
 
 Shape = tuple[int, ...]
 
@@ -96,13 +96,19 @@ def _dtype_of(node: ast.AST | None) -> str:
     return "float32"
 
 
+def kernel_sources(code: str) -> dict[str, tuple[str, str]]:
+    """kernel name -> (kind: "cpp" | "triton", source) for every generated kernel defined in
+    ``code`` (the text from its ``async_compile`` call to the next definition)."""
+    defs = list(_KERNEL_DEF.finditer(code))
+    return {m.group(1): ("triton" if m.group(2) == "triton" else "cpp",
+                         code[m.end(): defs[i + 1].start() if i + 1 < len(defs) else len(code)])
+            for i, m in enumerate(defs)}
+
+
 def _kernel_params(code: str) -> dict[str, tuple[str, list[str]]]:
     """kernel name -> (kind, parameter names) for every generated kernel defined in ``code``."""
-    defs = list(_KERNEL_DEF.finditer(code))
     out: dict[str, tuple[str, list[str]]] = {}
-    for i, m in enumerate(defs):
-        body = code[m.end(): defs[i + 1].start() if i + 1 < len(defs) else len(code)]
-        kind = "triton" if m.group(2) == "triton" else "cpp"
+    for name, (kind, body) in kernel_sources(code).items():
         params: list[str] = []
         pm = _CPP_PARAMS.search(body) if kind == "cpp" else _TRITON_PARAMS.search(body)
         if pm is not None:
@@ -112,7 +118,7 @@ def _kernel_params(code: str) -> dict[str, tuple[str, list[str]]]:
                 if p:
                     params.append(re.split(r"[\s*:]+", p.replace("*", " ").strip())[-1]
                                   if kind == "cpp" else p.split(":")[0].strip())
-        out[m.group(1)] = (kind, params)
+        out[name] = (kind, params)
     return out
 
 

@@ -21,25 +21,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["independent_nests", "kernel_sources", "loop_nests"]
+from ftmodel.frameworks.inductor_code import kernel_sources
 
-_DEF = re.compile(r"^(\w+) = async_compile\.(cpp_pybinding|cpp)\(", re.MULTILINE)
-_ANY_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.MULTILINE)
+__all__ = ["independent_nests", "loop_nests", "triton_kernels"]
+
 _FOR = re.compile(r"\bfor\s*\(")
 _PTR = re.compile(r"\b((?:in_out|out|in)_ptr\d+)\b")
 _STORE = re.compile(r"store\(\s*((?:in_out|out)_ptr\d+)"  # vector store
                     r"|\b((?:in_out|out)_ptr\d+)\s*\[[^\]]*\]\s*=(?!=)"  # scalar store
                     r"|transpose_mxn<[^>]*>\([^,]*,[^,]*,\s*((?:in_out|out)_ptr\d+)")
-
-
-def kernel_sources(code: str) -> dict[str, str]:
-    """Generated C++ kernel name -> its source, for every C++ kernel defined in ``code``."""
-    starts = [m.start() for m in _ANY_DEF.finditer(code)] + [len(code)]
-    out: dict[str, str] = {}
-    for m in _DEF.finditer(code):
-        end = next(s for s in starts if s > m.start())
-        out[m.group(1)] = code[m.end():end]
-    return out
 
 
 def _skip_parens(text: str, i: int) -> int:
@@ -104,3 +94,10 @@ def independent_nests(source: str) -> int:
             if writes[i] & (reads[j] | writes[j]):
                 parent[root(j)] = root(i)
     return len({root(x) for x in range(len(nests))})
+
+
+def triton_kernels(codes: list[str]) -> dict[str, int]:
+    """Generated C++ kernel name -> the Triton kernels it stands for
+    (:func:`independent_nests`), over inductor's wrapper modules ``codes``."""
+    return {name: independent_nests(src) for code in codes
+            for name, (kind, src) in kernel_sources(code).items() if kind == "cpp"}
