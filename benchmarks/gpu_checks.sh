@@ -31,6 +31,9 @@ SPEC=${SPEC:-h100-sxm5}
 PKG=${PKG:-/tmp/ftmodel-pkg}
 rm -rf "$PKG" && mkdir -p "$PKG" && cp -r ftmodel "$PKG/" && cp -r calibration "$PKG/ftmodel/calibration"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PKG:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# `python -m ftmodel` puts the working directory (the checkout, whose ftmodel/ has no
+# calibration/) first on sys.path unless PYTHONSAFEPATH is set
+CAL=(env PYTHONSAFEPATH=1 "$PY" -m ftmodel calibrate)
 # the CPU validation zoo plus full-size ResNet-50 and BERT-Base; batches up to the compute-bound side
 MODELS=${MODELS:-$($PY -c "from ftmodel.tools.zoo import VALIDATION_SET as v; print(','.join(v + ('resnet50', 'bert-base')))")}
 BATCHES=${BATCHES:-1,2,4,8,16,32,64,128}
@@ -70,14 +73,14 @@ cp $OUT/env.log $OUT/env.txt 2>/dev/null; true" ;;
              tests/test_measure.py tests/calibration/test_suite.py; $PY -m pytest -q -p no:cacheprovider \
              tests/frameworks/test_cudagraphs.py tests/frameworks/test_torchscript_cuda.py tests/frameworks/test_onnx_cuda.py \
              tests/calibration/test_in_model_gpu.py" ;;
-    smoke) run_stage smoke 240 bash -c "$PY -m ftmodel calibrate --device cuda --quick --no-progress \
+    smoke) run_stage smoke 240 bash -c "PYTHONSAFEPATH=1 $PY -m ftmodel calibrate --device cuda --quick --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out $OUT/smoke-profile.json && \
              $PY benchmarks/validate.py --profile $OUT/smoke-profile.json --frameworks eager,cudagraphs \
              --models resnet18@112,bert-mini@64 --batches 1,8 --rounds 3 --out-dir $OUT/smoke" ;;
-    calibrate) run_stage calibrate 560 "$PY" -m ftmodel calibrate --device cuda --no-progress \
+    calibrate) run_stage calibrate 560 "${CAL[@]}" --device cuda --no-progress \
              --frameworks eager,cudagraphs --threads 2 --out "$PROFILE" ;;
-    update) cp "${FROM:?FROM=the profile to update}" "$PROFILE" && run_stage update 300 "$PY" -m ftmodel \
-             calibrate --device cuda --no-progress --update --frameworks "${UPDATE:-cudagraphs}" \
+    update) cp "${FROM:?FROM=the profile to update}" "$PROFILE" && run_stage update 300 "${CAL[@]}" \
+             --device cuda --no-progress --update --frameworks "${UPDATE:-cudagraphs}" \
              --threads 2 --out "$PROFILE" ;;
     launches) run_stage launches 120 "$PY" benchmarks/gpu_launch_counts.py --profile "$PROFILE" \
              --batches 1,32 --out "$OUT/results/gpu-launch-counts.csv" ;;

@@ -3,14 +3,17 @@
 # under its own time limit (a stage cut short keeps the rows it wrote):
 #
 #   bash benchmarks/gpu_live.sh OUTDIR
+#   STAGES=env,zoo,calibrate CALIBRATE_ARGS= CALIBRATE_S=330 bash benchmarks/gpu_live.sh OUTDIR
 #
-#   1. env       GPU, driver, torch / transformers / timm versions          -> OUTDIR/env.txt
-#   2. decode    a Llama-3.2-1B-shaped decode step (fp16, context 1024, batch 1 and 16): eager
-#                (dynamic and static cache), CUDA graph, torch.compile with and without CUDA
-#                graphs                                                     -> OUTDIR/decode.csv
-#   3. calibrate `ftmodel calibrate --device cuda --quick` for eager and cudagraphs
-#                                                                           -> OUTDIR/gpu-profile-quick.json
-#   4. zoo       corpus models at batch 1 and 32 under the four frameworks  -> OUTDIR/zoo.csv
+#   env        GPU, driver, torch / transformers / timm versions            -> OUTDIR/env.txt
+#   decode     a Llama-3.2-1B-shaped decode step (fp16, context 1024, batch 1 and 16): eager
+#              (dynamic and static cache), CUDA graph, torch.compile with and without CUDA
+#              graphs                                                       -> OUTDIR/decode.csv
+#   calibrate  `ftmodel calibrate --device cuda $CALIBRATE_ARGS` (default --quick) for
+#              $CALIBRATE_FRAMEWORKS (default eager,cudagraphs,inductor)    -> OUTDIR/gpu-profile.json
+#              (written after every calibration stage: a stage cut short keeps the earlier ones)
+#   zoo        corpus models at batch 1 and 32 under the four frameworks    -> OUTDIR/zoo.csv
+# STAGES (default env,decode,calibrate,zoo) picks and orders them.
 # inductor's generated code goes to OUTDIR/inductor-code.tar.gz, all output to OUTDIR/log.txt.
 set -u
 OUT=${1:?OUTDIR}
@@ -31,15 +34,33 @@ stage() {  # name, limit (s), command...
   collect
 }
 
-stage env 30 bash -c "nvidia-smi; $PY -c 'import torch, transformers, timm; print(torch.__version__, \
+run_env() {
+  stage env 30 bash -c "nvidia-smi; $PY -c 'import torch, transformers, timm; print(torch.__version__, \
 transformers.__version__, timm.__version__, torch.cuda.get_device_name(), \
 torch.cuda.get_device_properties(0))'; nproc"
-cp "$LOG" "$OUT/env.txt"
-stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode --out-dir "$WORK"
-# calibration/ is installed as ftmodel.calibration (pyproject's package-dir): without installing,
-# lay the package out that way in a scratch folder
-rm -rf "$WORK/pkg" && mkdir -p "$WORK/pkg" && cp -r ftmodel "$WORK/pkg/" && cp -r calibration "$WORK/pkg/ftmodel/calibration"
-stage calibrate "${CALIBRATE_S:-70}" env PYTHONPATH="$WORK/pkg" "$PY" -m ftmodel calibrate --device cuda \
-  --quick --no-progress --frameworks eager,cudagraphs --threads 2 --out "$OUT/gpu-profile-quick.json"
-stage zoo "${ZOO_S:-220}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK"
+  cp "$LOG" "$OUT/env.txt"
+}
+run_calibrate() {
+  # calibration/ is installed as ftmodel.calibration (pyproject's package-dir): without
+  # installing, lay the package out that way in a scratch folder
+  rm -rf "$WORK/pkg" && mkdir -p "$WORK/pkg" && cp -r ftmodel "$WORK/pkg/" \
+    && cp -r calibration "$WORK/pkg/ftmodel/calibration"
+  # PYTHONSAFEPATH: `python -m` would otherwise put the checkout (the working directory, whose
+  # ftmodel/ has no calibration/) ahead of that folder
+  stage calibrate "${CALIBRATE_S:-120}" env PYTHONSAFEPATH=1 PYTHONPATH="$WORK/pkg" "$PY" -m ftmodel calibrate \
+    --device cuda ${CALIBRATE_ARGS---quick} --no-progress \
+    --frameworks "${CALIBRATE_FRAMEWORKS:-eager,cudagraphs,inductor}" --threads 2 \
+    --out "$OUT/gpu-profile.json"
+}
+STAGES=${STAGES:-env,decode,calibrate,zoo}
+for name in ${STAGES//,/ }; do
+  case $name in
+    env) run_env ;;
+    decode) stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode \
+              --out-dir "$WORK" ;;
+    calibrate) run_calibrate ;;
+    zoo) stage zoo "${ZOO_S:-220}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" ;;
+    *) echo "unknown stage $name (env, decode, calibrate, zoo)" >&2; exit 2 ;;
+  esac
+done
 tail -n 60 "$LOG"

@@ -12,6 +12,10 @@ describes the host). Here the two halves are observed and fitted separately:
   forward is the network's device time. ``device_time ≈ device_scale·Σk [+ per_byte_s·Σbytes]``
   is fitted by NNLS in relative error, the form (or none) chosen by leave-one-network-out error
   as on a CPU. Batches reach 256 so the compute-bound side is covered.
+  What is captured is what runs the framework's kernels: the module for eager and for CUDA
+  graphs (the same kernels), the framework's own runner for the others (inductor: its compiled
+  module, whose fused Triton kernels are the program's). Compiling frameworks see the networks
+  at two batches (1 and 64), each a compile of its own.
 * **host**: the same networks run through the framework's own runner (eager: the module; CUDA
   graphs: one replay), timed with CUDA events. With the device terms fixed, ``host_scale`` (the
   factor on every per-kernel host cost) is the value whose predicted timeline
@@ -83,6 +87,11 @@ def fit_host_scale(predict: Callable[[int, float], float], measured_s: Sequence[
     return float(HOST_SCALE_GRID[int(np.argmin(np.median(err, axis=1)))]), cv
 
 
+def _caller(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
+            ) -> Callable[[], object]:
+    return lambda: module(*inputs)
+
+
 def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
                          rounds: int, framework: str = "eager") -> FrameworkHost:
     """``fh`` with the in-model terms fitted on a GPU (see the module docstring)."""
@@ -92,11 +101,13 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
     fw = predictor.framework
     dev_type = partial.device.type
     nets = synthetic_networks(6 if quick else 18)
-    batches = (1, 64) if quick else ASYNC_BATCHES
+    compiles = fw.runner is not None and not fw.needs_gpu  # e.g. inductor: a build per batch
+    batches = (1, 64) if quick or compiles else ASYNC_BATCHES
     host_fns: dict[tuple[str, int], Callable[[], object]] = {}
     device_fns: dict[tuple[str, int], Callable[[], object]] = {}
     reps: dict[tuple[str, int], int] = {}
     rows: list[_Row] = []
+    uncaptured: list[str] = []
     for net in nets:
         module = net.module.to(device)
         for b in batches:
@@ -105,11 +116,21 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                 prog = fw.program(net.module, xs, b, trace(net.module, xs), device=dev_type,
                                   dtype="fp32")
                 on_dev = tuple(x.to(device) for x in xs)
+                eager_call = _caller(module, on_dev)
                 host_fns[(net.name, b)] = (
-                    (lambda m=module, a=on_dev: m(*a)) if fw.runner is None
+                    eager_call if fw.runner is None
                     else fw.runner(net.module, xs, b, device=dev_type, dtype="fp32"))
-                device_fns[(net.name, b)], reps[(net.name, b)] = captured_repeats(
-                    lambda m=module, a=on_dev: m(*a), device)
+                # a replay of captured graphs cannot itself be captured: CUDA graphs' kernels
+                # are eager's; a compiled framework's are its runner's
+                key = (net.name, b)
+                try:
+                    device_fns[key], reps[key] = captured_repeats(
+                        host_fns[key] if compiles else eager_call, device)
+                except RuntimeError as err:  # compiled code that a CUDA graph cannot capture
+                    if not compiles:
+                        raise
+                    uncaptured.append(f"{net.name}@b{b}: {str(err).splitlines()[0][:120]}")
+                    torch.cuda.synchronize(device)
             except FrameworkUnsupported:
                 continue
             tl = predictor.program_timeline(prog)
@@ -119,25 +140,36 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                                    max_reps=30)
     host_meas = measure_interleaved(host_fns, device=device, rounds=rounds, round_s=0.05,
                                     max_reps=30)
-    device_t = [dev_meas[r.key].time_s / reps[r.key] for r in rows]
+    device_t = [dev_meas[r.key].time_s / reps[r.key] if r.key in reps else float("nan")
+                for r in rows]
     groups = [r.key[0] for r in rows]
-    zeros = [0.0] * len(rows)
-    dev_fit = fit_in_model(zeros, [float(r.device_s.sum()) for r in rows],
-                           [float(r.bytes_s.sum()) for r in rows], [len(r.host_s) for r in rows],
-                           device_t, groups=groups, forms=DEVICE_FORMS)
+    if uncaptured:  # the device half is shared: eager's device terms, fitted on its replays
+        assert partial.host is not None  # the eager stage wrote it
+        eager_terms = partial.host.frameworks["eager"].in_model
+        dev_fit = {"device_scale": float(eager_terms.get("device_scale", 1.0)),
+                   "per_byte_s": float(eager_terms.get("per_byte_s", 0.0))}
+    else:
+        dev_fit = fit_in_model([0.0] * len(rows), [float(r.device_s.sum()) for r in rows],
+                               [float(r.bytes_s.sum()) for r in rows],
+                               [len(r.host_s) for r in rows], device_t, groups=groups,
+                               forms=DEVICE_FORMS)
     dev_terms = {"device_scale": dev_fit["device_scale"], "per_byte_s": dev_fit["per_byte_s"]}
     measured = [host_meas[r.key].time_s for r in rows]
     dp = partial.device
     host_scale, host_cv = fit_host_scale(
         lambda i, h: _latency_s(rows[i], h, dev_terms, fh.per_call_s, dp.launch_latency_s,
                                 dp.sync_s), measured, groups)
-    coef = {"host_scale": host_scale, "per_kernel_s": 0.0, **dev_terms,
-            "cv_median_ape": host_cv, "device_cv_median_ape": dev_fit.get("cv_median_ape", 0.0)}
+    coef = {"host_scale": host_scale, "per_kernel_s": 0.0, **dev_terms, "cv_median_ape": host_cv}
+    if uncaptured:  # recorded as a count; the reasons go to the samples
+        coef["uncaptured_networks"] = float(len(uncaptured))
+    else:
+        coef["device_cv_median_ape"] = dev_fit.get("cv_median_ape", 0.0)
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r.key[0]}@b{r.key[1]}", "host_s": float(r.host_s.sum()),
          "device_s": float(r.device_s.sum()), "bytes": float(r.bytes_s.sum()),
-         "n_kernels": len(r.host_s), "time_s": t, "device_time_s": d}
-        for r, t, d in zip(rows, measured, device_t))
+         "n_kernels": len(r.host_s), "time_s": t, "device_time_s": d if d == d else None}
+        for r, t, d in zip(rows, measured, device_t)) + tuple(
+        {"uncaptured": reason} for reason in uncaptured)
     del device_fns, host_fns
     torch.cuda.empty_cache()
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)

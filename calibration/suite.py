@@ -289,7 +289,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if "onnxruntime" in fws:
         import onnxruntime
         provenance["onnxruntime"] = onnxruntime.__version__
-    host = HostProfile(name=f"{name}-host", cpu=cpu_name(), threads=n_threads, frameworks={})
+    host = HostProfile(name=f"{name}-host", cpu=cpu_name(), threads=n_threads, frameworks={},
+                       drives="cpu" if device == "cpu" else "cuda")
     classes: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     llc_bytes = last_level_cache_bytes(device)

@@ -5,6 +5,7 @@ or a heap kept mapped)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Union
 
 from ftmodel.errors import ProfileError
@@ -13,7 +14,7 @@ from ftmodel.hardware.host_priors import inductor_gpu_host
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostOnlyProfile, HostProfile
 from ftmodel.hardware.registry import default_host_warning, is_default_host, load_host_profile
 
-__all__ = ["HEAPS", "HostSpec", "framework_host", "heap_model"]
+__all__ = ["DEVICE_TERMS", "HEAPS", "HostSpec", "framework_host", "heap_model"]
 
 # What names a host half: a profile name or file, a profile, a host-only profile, or a
 # HostProfile itself.
@@ -21,13 +22,21 @@ HostSpec = Union[str, os.PathLike[str], HardwareProfile, HostOnlyProfile, HostPr
 
 HEAPS = ("plain", "kept")
 
+# in-model terms on the device side (FrameworkHost.in_model): fitted against one calibration's
+# device curves, so they travel with its device half, not with its host half
+DEVICE_TERMS = ("device_scale", "per_byte_s")
+
 
 def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framework,
                    warnings: list[str]) -> tuple[FrameworkHost, HostProfile]:
     """The per-dispatch costs ``fw`` pays on the host that drives ``profile``'s device, and
     that host: ``host`` if given, else the profile's own host half (a default host warns). For
-    a compiled framework on a GPU without costs calibrated on that machine, a cited prior
-    (:func:`ftmodel.hardware.host_priors.inductor_gpu_host`)."""
+    a compiled framework on a GPU without costs measured driving a GPU (``HostProfile.drives``),
+    a cited prior (:func:`ftmodel.hardware.host_priors.inductor_gpu_host`).
+
+    A host half taken from another profile keeps its host-side in-model terms (``host_scale``,
+    ``per_kernel_s``) and drops its device-side ones (:data:`DEVICE_TERMS`): those were fitted
+    against that calibration's own device curves, not ``profile``'s."""
     host_prof: HostProfile | None
     if host is not None:
         host_prof = load_host_profile(host)
@@ -39,10 +48,13 @@ def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framewor
         raise ProfileError(f"profile {profile.name!r} has no host half; pass host= a calibrated "
                            "profile (`ftmodel calibrate --device cpu`)")
     key = fw.host_events_from or fw.name
+    own = host is None or (profile.host is not None
+                           and replace(host_prof, drives=profile.host.drives) == profile.host)
     # a compiled framework's CPU costs (C++ kernels) do not price its GPU launches (Triton):
-    # only a GPU calibration's own host half does; otherwise a cited prior
-    calibrated_here = host is None and not is_default_host(host_prof)
-    if profile.device.type != "cpu" and not (calibrated_here and key in host_prof.frameworks):
+    # only costs measured driving a GPU do; otherwise a cited prior
+    drove_gpu = host_prof.drives == "cuda" or (
+        not host_prof.drives and host is None and not is_default_host(host_prof))
+    if profile.device.type != "cpu" and not (drove_gpu and key in host_prof.frameworks):
         prior = inductor_gpu_host(fw.name, host_prof)
         if prior is not None:
             if prior[1]:
@@ -53,7 +65,11 @@ def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framewor
             f"host profile {host_prof.name!r} has no costs for framework {fw.name!r} (it has: "
             f"{', '.join(sorted(host_prof.frameworks)) or 'none'}); calibrate it with "
             f"`ftmodel calibrate --frameworks {fw.name}`")
-    return host_prof.frameworks[key], host_prof
+    costs = host_prof.frameworks[key]
+    if not own and any(t in costs.in_model for t in DEVICE_TERMS):
+        costs = replace(costs, in_model={k: v for k, v in costs.in_model.items()
+                                         if k not in DEVICE_TERMS})
+    return costs, host_prof
 
 
 def heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Framework,

@@ -72,6 +72,10 @@ class HostProfile:
     # seconds per 4 KiB page that malloc maps afresh (page fault, zero-fill, unmap), measured by
     # ftmodel.calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
     page_fault_s: float = 0.0
+    # the device type whose launches the costs above were measured driving: "cpu" or "cuda"
+    # ("" = not recorded). A compiled framework's costs measured on a CPU (C++ kernels) do not
+    # price its launches on a GPU (Triton kernels, CUDA graph replays)
+    drives: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,15 @@ def _host(d: Any, path: str) -> HostProfile:
         threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
         page_fault_s=_get(d, "page_fault_s", float, path, 0.0),
+        drives=_drives(_get(d, "drives", str, path, ""), path),
     )
+
+
+def _drives(value: str, path: str) -> str:
+    if value not in ("", "cpu", "cuda"):
+        raise ProfileError(f"profile field '{path}.drives' must be 'cpu', 'cuda' or '', got "
+                           f"{value!r}")
+    return value
 
 
 def _op_class(d: Any, path: str) -> OpClassData:

@@ -18,7 +18,7 @@ that says which argument it belongs to.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -209,6 +209,9 @@ def _own_host(prof: HardwareProfile, name: str) -> HostProfile:
             f"{prof.host.name!r}, not a host of its own, so it cannot be passed as host=. Pass it "
             f"as device={name!r}; for host= pass a calibrated profile (`ftmodel calibrate`) or "
             f"{DEFAULT_HOST!r}")
+    if prof.kind == "calibrated" and not prof.host.drives:
+        # calibrated before profiles recorded it: the host drove the profile's own device
+        return replace(prof.host, drives=prof.device.type)
     return prof.host
 
 

@@ -107,6 +107,40 @@ def test_a_cpu_calibrations_inductor_costs_do_not_price_gpu_launches() -> None:
     assert pred.fw_host.per_event_s["kernel:elementwise"] == TRITON_LAUNCH_S
 
 
+def test_a_host_that_drove_a_gpu_prices_inductor_on_another_gpu_profile() -> None:
+    # host= the host half of a GPU calibration (HostProfile.drives == "cuda"): its inductor
+    # costs price the launches on a spec-sheet profile of that GPU; a CPU calibration's do not
+    prof = load_profile("h200")
+    assert prof.host is not None
+    measured = FrameworkHost({"kernel:elementwise": 14e-6}, per_call_s=66e-6,
+                             in_model={"host_scale": 1.2, "device_scale": 0.75})
+    gpu_box = replace(prof.host, name="gpu-box", drives="cuda",
+                      frameworks={**prof.host.frameworks, "inductor": measured})
+    pred = Predictor("inductor", prof, host=gpu_box)
+    assert pred.fw_host.per_event_s == measured.per_event_s
+    assert pred.fw_host.per_call_s == measured.per_call_s
+    assert not any("prior" in w for w in pred.warnings)
+    # its device-side in-model term was fitted on that calibration's curves, not h200's
+    assert pred.fw_host.in_model == {"host_scale": 1.2}
+    cpu_box = replace(gpu_box, name="cpu-box", drives="cpu")
+    assert Predictor("inductor", prof, host=cpu_box).fw_host.per_event_s[
+        "kernel:elementwise"] == TRITON_LAUNCH_S
+
+
+def test_a_calibrated_profile_keeps_its_device_terms_with_its_own_host() -> None:
+    prof = load_profile("h200")
+    assert prof.host is not None
+    eager = replace(prof.host.frameworks["eager"],
+                    in_model={"host_scale": 1.5, "device_scale": 0.75, "per_byte_s": 1e-12})
+    own = replace(prof, kind="calibrated",
+                  host=replace(prof.host, name="h200-box", drives="cuda",
+                               frameworks={**prof.host.frameworks, "eager": eager}))
+    assert Predictor("eager", own).fw_host.in_model == eager.in_model
+    assert Predictor("eager", own, host=own).fw_host.in_model == eager.in_model  # same host
+    other = Predictor("eager", load_profile("a100"), host=own)
+    assert other.fw_host.in_model == {"host_scale": 1.5}
+
+
 def test_running_inductor_for_a_gpu_needs_one() -> None:
     with pytest.raises(BackendUnavailable, match="CUDA device"):
         ind.runner(_cnn(), _img, 1, device="cuda")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from ftmodel.hardware.profile import (
     read_profile,
     write_profile,
 )
+from ftmodel.hardware.registry import load_host_profile
 
 
 def _as_json(profile: HardwareProfile) -> dict[str, Any]:
@@ -36,6 +38,17 @@ def test_round_trip_equal(tiny_profile: HardwareProfile, tmp_path: Path) -> None
     # and a second trip is byte-identical
     write_profile(loaded, tmp_path / "q.json")
     assert (tmp_path / "p.json").read_bytes() == (tmp_path / "q.json").read_bytes()
+
+
+def test_a_calibrated_host_half_drives_its_own_device(tiny_profile: HardwareProfile,
+                                                       tmp_path: Path) -> None:
+    # profiles written before HostProfile.drives was recorded: taken as host=, the host half
+    # of a calibrated profile drove that profile's device; a recorded value round-trips
+    assert tiny_profile.host is not None and tiny_profile.host.drives == ""
+    path = write_profile(tiny_profile, tmp_path / "p.json")
+    assert load_host_profile(path).drives == tiny_profile.device.type
+    marked = replace(tiny_profile, host=replace(tiny_profile.host, drives="cuda"))
+    assert read_profile(write_profile(marked, tmp_path / "q.json")) == marked
 
 
 def test_round_trip_without_host(profile_factory: Any, tmp_path: Path) -> None:
@@ -125,6 +138,7 @@ def test_negative_number_rejected(tiny_profile: HardwareProfile, mutate: Any, fi
     (lambda d: d["host"]["frameworks"]["eager"].__setitem__("per_event_s", [1.0]),
      "host.frameworks.eager.per_event_s"),
     (lambda d: d.__setitem__("kind", "guessed"), "kind"),
+    (lambda d: d["host"].__setitem__("drives", "tpu"), "host.drives"),
 ])
 def test_bad_field_names_itself(tiny_profile: HardwareProfile, mutate: Any, field: str) -> None:
     d = _as_json(tiny_profile)
