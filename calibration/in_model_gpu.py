@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,10 +39,12 @@ from ftmodel.calibration.networks import fit_in_model, synthetic_networks
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.timeline import run_timeline
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
+from ftmodel.program import Program
 from ftmodel.measure import captured_repeats, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "fit_host_scale", "in_model_stage_async"]
+__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_host_scale", "fit_rows_host_scale",
+           "in_model_stage_async", "network_row"]
 
 ASYNC_BATCHES = (1, 8, 64, 256)
 HOST_SCALE_GRID = np.geomspace(0.25, 4.0, 161)  # 1.0 is on the grid
@@ -49,18 +52,37 @@ DEVICE_FORMS = ("k", "k+b")  # no per-kernel term on the device side: replays in
 
 
 @dataclass
-class _Row:
+class NetworkRow:
     key: tuple[str, int]  # (network, batch)
     host_s: np.ndarray  # o_i, as the host part prices them
     device_s: np.ndarray  # k_i from the curves, before in-model terms
     bytes_s: np.ndarray  # bytes moved per kernel
 
 
-def _latency_s(row: _Row, host_scale: float, device: dict[str, float], per_call_s: float,
+def _latency_s(row: NetworkRow, host_scale: float, device: dict[str, float], per_call_s: float,
                launch_latency_s: float, sync_s: float) -> float:
     dev = row.device_s * device["device_scale"] + row.bytes_s * device["per_byte_s"]
     return run_timeline(row.host_s * host_scale, dev, execution="async", per_call_s=per_call_s,
                         launch_latency_s=launch_latency_s, sync_s=sync_s).latency_s
+
+
+def network_row(predictor: Any, program: Program, key: tuple[str, int]) -> NetworkRow:
+    """One network × batch as the in-model fit sees it: its kernels' host and device seconds
+    (``predictor``'s, before in-model terms) and bytes."""
+    tl = predictor.program_timeline(program)
+    return NetworkRow(key, tl.host_s, tl.device_s,
+                np.array([k.bytes_total for k in program.kernels], dtype=float))
+
+
+def fit_rows_host_scale(rows: Sequence[NetworkRow], measured_s: Sequence[float],
+                        device_terms: dict[str, float], per_call_s: float,
+                        profile: HardwareProfile) -> tuple[float, float]:
+    """:func:`fit_host_scale` over ``rows`` (:func:`network_row`) measured at ``measured_s``,
+    their device terms fixed, on ``profile``'s device (launch latency, sync)."""
+    dp = profile.device
+    return fit_host_scale(
+        lambda i, h: _latency_s(rows[i], h, device_terms, per_call_s, dp.launch_latency_s,
+                                dp.sync_s), measured_s, [r.key[0] for r in rows])
 
 
 def fit_host_scale(predict: Callable[[int, float], float], measured_s: Sequence[float],
@@ -106,7 +128,7 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
     host_fns: dict[tuple[str, int], Callable[[], object]] = {}
     device_fns: dict[tuple[str, int], Callable[[], object]] = {}
     reps: dict[tuple[str, int], int] = {}
-    rows: list[_Row] = []
+    rows: list[NetworkRow] = []
     uncaptured: list[str] = []
     for net in nets:
         module = net.module.to(device)
@@ -133,9 +155,7 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                     torch.cuda.synchronize(device)
             except FrameworkUnsupported:
                 continue
-            tl = predictor.program_timeline(prog)
-            rows.append(_Row((net.name, b), tl.host_s, tl.device_s,
-                             np.array([k.bytes_total for k in prog.kernels], dtype=float)))
+            rows.append(network_row(predictor, prog, (net.name, b)))
     dev_meas = measure_interleaved(device_fns, device=device, rounds=rounds, round_s=0.02,
                                    max_reps=30)
     host_meas = measure_interleaved(host_fns, device=device, rounds=rounds, round_s=0.05,
@@ -155,10 +175,8 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                                forms=DEVICE_FORMS)
     dev_terms = {"device_scale": dev_fit["device_scale"], "per_byte_s": dev_fit["per_byte_s"]}
     measured = [host_meas[r.key].time_s for r in rows]
-    dp = partial.device
-    host_scale, host_cv = fit_host_scale(
-        lambda i, h: _latency_s(rows[i], h, dev_terms, fh.per_call_s, dp.launch_latency_s,
-                                dp.sync_s), measured, groups)
+    host_scale, host_cv = fit_rows_host_scale(rows, measured, dev_terms, fh.per_call_s,
+                                              partial)
     coef = {"host_scale": host_scale, "per_kernel_s": 0.0, **dev_terms, "cv_median_ape": host_cv}
     if uncaptured:  # recorded as a count; the reasons go to the samples
         coef["uncaptured_networks"] = float(len(uncaptured))

@@ -32,13 +32,16 @@ from __future__ import annotations
 from ftmodel.hardware.profile import FrameworkHost, HostProfile
 
 __all__ = ["BORROWS_FROM", "COMPILED_CALL_S", "EXTERN_CLASSES", "OWN_LAYOUT_CLASSES",
-           "PRIOR_SOURCE", "TRITON_LAUNCH_S", "gpu_host_key", "inductor_gpu_host"]
+           "PRIOR_SOURCE", "TRITON_CLASSES", "TRITON_LAUNCH_S", "gpu_host_key",
+           "inductor_gpu_host"]
 
 TRITON_LAUNCH_S = 8.0e-6  # between the 0- and 19-argument CachingAutotuner.run figures
 COMPILED_CALL_S = 37.5e-6  # end-to-end one-kernel compiled call (44.3 µs) less its kernel
 # op classes inductor leaves to libraries (cuBLAS, cuDNN, flash attention) on a GPU
 EXTERN_CLASSES = ("gemm", "bmm", "conv", "conv_grouped", "attention")
-_TRITON_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "copy", "embedding",
+# op classes inductor generates Triton kernels for on a GPU: each launched by the same wrapper
+# line and CachingAutotuner.run, whatever it computes
+TRITON_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "copy", "embedding",
                    "other")
 PRIOR_SOURCE = ("tritonbench PR 1017 (2026-04-14, GB200 host): 8 µs per Triton launch, 37.5 µs "
                 "per compiled call; extern GEMMs and convolutions at this host's eager costs")
@@ -71,7 +74,7 @@ def inductor_gpu_host(framework: str, host: HostProfile) -> tuple[FrameworkHost,
     if base is None:
         return None
     if framework == "inductor":
-        per = {f"kernel:{c}": TRITON_LAUNCH_S for c in _TRITON_CLASSES}
+        per = {f"kernel:{c}": TRITON_LAUNCH_S for c in TRITON_CLASSES}
         default = base.per_event_s.get("kernel:elementwise", TRITON_LAUNCH_S)
         per.update({f"kernel:{c}": base.per_event_s.get(f"kernel:{c}", default)
                     for c in EXTERN_CLASSES})

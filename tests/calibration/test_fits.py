@@ -113,3 +113,27 @@ def test_cpu_conv_sweep_reaches_the_weight_bound_last_stages_of_cnns() -> None:
     same_path = [k for k in kernels if k.variant == target.variant]
     assert target.bytes_weights >= 32 * MIB
     assert max(k.bytes_weights for k in same_path) >= target.bytes_weights / 2
+
+
+def test_inductor_on_a_gpu_fits_one_cost_for_all_triton_kernels() -> None:
+    # a convolution block launches a layout copy, a convolution and a norm in equal numbers:
+    # fitted per class, NNLS may give the convolution's cost to the copy. Tied, the Triton
+    # classes share one launch cost that single-kernel programs pin down.
+    from ftmodel.calibration.framework_host import fit_framework_costs
+    from ftmodel.hardware.host_priors import TRITON_CLASSES
+
+    truth = {"kernel:elementwise": 15e-6, "kernel:copy": 15e-6, "kernel:norm": 15e-6,
+             "kernel:conv": 12e-6, "kernel:gemm": 14e-6}
+    programs = [{"kernel:elementwise": 1}, {"kernel:elementwise": 4, "kernel:gemm": 4},
+                {"kernel:gemm": 16}, {"kernel:copy": 5, "kernel:conv": 4, "kernel:norm": 4},
+                {"kernel:copy": 17, "kernel:conv": 16, "kernel:norm": 16}]
+    times = [66e-6 + sum(truth[k] * n for k, n in p.items()) for p in programs]
+    per_event, per_call = fit_framework_costs("inductor", "cuda", programs, times)
+    assert per_call == pytest.approx(66e-6, rel=1e-6)
+    assert per_event["kernel:conv"] == pytest.approx(12e-6, rel=1e-6)
+    assert per_event["kernel:gemm"] == pytest.approx(14e-6, rel=1e-6)
+    assert [per_event[f"kernel:{c}"] for c in TRITON_CLASSES] == pytest.approx(
+        [15e-6] * len(TRITON_CLASSES))
+    # on a CPU (C++ kernels) and for other frameworks each class keeps its own column
+    cpu_events, _ = fit_framework_costs("inductor", "cpu", programs, times)
+    assert "kernel:softmax" not in cpu_events and "kernel:triton" not in cpu_events
