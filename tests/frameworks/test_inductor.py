@@ -195,3 +195,34 @@ def test_registry_aliases() -> None:
     for alias in ("inductor", "torch.compile", "compile"):
         fw = get_framework(alias)
         assert fw.name == "inductor" and fw.lower_model is not None and fw.runner is not None
+
+
+GATHER_AND_EXPAND = """
+cpp_fused_embedding_0 = async_compile.cpp_pybinding(['const int64_t*', 'const float*', 'float*'], r'''
+extern "C"  void  kernel(const int64_t* in_ptr0, const float* in_ptr1, float* out_ptr0) {}
+''')
+cpp_fused_clone_index_1 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+extern "C"  void  kernel(const float* in_ptr0, float* out_ptr0) {}
+''')
+def call(args):
+    arg0_1, arg1_1, arg2_1 = args
+    args.clear()
+    assert_size_stride(arg0_1, (4, 16), (16, 1), 'input')
+    assert_size_stride(arg1_1, (50000, 256), (256, 1), 'input')
+    assert_size_stride(arg2_1, (4, 2, 128, 64), (16384, 8192, 64, 1), 'input')
+    buf0 = empty_strided_cpu((4, 16, 256), (4096, 256, 1), torch.float32)
+    cpp_fused_embedding_0(arg0_1, arg1_1, buf0)
+    buf1 = empty_strided_cpu((4, 8, 128, 64), (65536, 8192, 64, 1), torch.float32)
+    cpp_fused_clone_index_1(arg2_1, buf1)
+    return (buf0, buf1, )
+"""
+
+
+def test_a_fused_indexing_kernel_that_expands_is_a_copy_not_a_gather() -> None:
+    """A gather reads a table larger than what it writes and is priced on the gather curve;
+    a kernel with an indexing op that writes more than it reads (grouped keys and values
+    repeated for every head, in a decode step) is a copy of the bytes it moves."""
+    gather, expand = ind.lower_code([GATHER_AND_EXPAND], None, batch=4).kernels
+    assert gather.op_class == "embedding"
+    assert expand.op_class == "copy"
+    assert expand.bytes_total == (4 * 2 + 4 * 8) * 128 * 64 * 4
