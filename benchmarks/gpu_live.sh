@@ -59,7 +59,7 @@ for name in ${STAGES//,/ }; do
     decode) stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode \
               --out-dir "$WORK" ;;
     calibrate) run_calibrate ;;
-    zoo) stage zoo "${ZOO_S:-220}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" ;;
+    zoo) stage zoo "${ZOO_S:-300}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" ;;
     *) echo "unknown stage $name (env, decode, calibrate, zoo)" >&2; exit 2 ;;
   esac
 done
