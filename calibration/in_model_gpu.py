@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,8 +43,11 @@ from ftmodel.program import Program
 from ftmodel.measure import captured_repeats, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_host_scale", "fit_rows_host_scale",
-           "in_model_stage_async", "network_row"]
+if TYPE_CHECKING:
+    from ftmodel.api import Predictor
+
+__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_host_scale",
+           "fit_rows_host_scale", "in_model_stage_async", "network_row"]
 
 ASYNC_BATCHES = (1, 8, 64, 256)
 HOST_SCALE_GRID = np.geomspace(0.25, 4.0, 161)  # 1.0 is on the grid
@@ -66,12 +69,12 @@ def _latency_s(row: NetworkRow, host_scale: float, device: dict[str, float], per
                         launch_latency_s=launch_latency_s, sync_s=sync_s).latency_s
 
 
-def network_row(predictor: Any, program: Program, key: tuple[str, int]) -> NetworkRow:
+def network_row(predictor: Predictor, program: Program, key: tuple[str, int]) -> NetworkRow:
     """One network × batch as the in-model fit sees it: its kernels' host and device seconds
     (``predictor``'s, before in-model terms) and bytes."""
     tl = predictor.program_timeline(program)
     return NetworkRow(key, tl.host_s, tl.device_s,
-                np.array([k.bytes_total for k in program.kernels], dtype=float))
+                      np.array([k.bytes_total for k in program.kernels], dtype=float))
 
 
 def fit_rows_host_scale(rows: Sequence[NetworkRow], measured_s: Sequence[float],
@@ -185,7 +188,7 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
     samples = tuple(fh.samples) + tuple(
         {"network": f"{r.key[0]}@b{r.key[1]}", "host_s": float(r.host_s.sum()),
          "device_s": float(r.device_s.sum()), "bytes": float(r.bytes_s.sum()),
-         "n_kernels": len(r.host_s), "time_s": t, "device_time_s": d if d == d else None}
+         "n_kernels": len(r.host_s), "time_s": t, "device_time_s": None if np.isnan(d) else d}
         for r, t, d in zip(rows, measured, device_t)) + tuple(
         {"uncaptured": reason} for reason in uncaptured)
     del device_fns, host_fns

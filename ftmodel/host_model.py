@@ -11,7 +11,13 @@ from typing import Union
 from ftmodel.errors import ProfileError
 from ftmodel.frameworks.base import Framework
 from ftmodel.hardware.host_priors import inductor_gpu_host
-from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, HostOnlyProfile, HostProfile
+from ftmodel.hardware.profile import (
+    DEVICE_TERMS,
+    FrameworkHost,
+    HardwareProfile,
+    HostOnlyProfile,
+    HostProfile,
+)
 from ftmodel.hardware.registry import default_host_warning, is_default_host, load_host_profile
 
 __all__ = ["DEVICE_TERMS", "HEAPS", "HostSpec", "framework_host", "heap_model"]
@@ -21,10 +27,6 @@ __all__ = ["DEVICE_TERMS", "HEAPS", "HostSpec", "framework_host", "heap_model"]
 HostSpec = Union[str, os.PathLike[str], HardwareProfile, HostOnlyProfile, HostProfile]
 
 HEAPS = ("plain", "kept")
-
-# in-model terms on the device side (FrameworkHost.in_model): fitted against one calibration's
-# device curves, so they travel with its device half, not with its host half
-DEVICE_TERMS = ("device_scale", "per_byte_s")
 
 
 def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framework,

@@ -94,14 +94,14 @@ def _token_class(token: str) -> str:
         return "elementwise"
 
 
-def _generated_class(name: str, tokens: list[str]) -> str:
+def _generated_class(call: KernelCall, tokens: list[str]) -> str:
     """The op class a generated kernel is priced as, from the aten ops its name lists (the
-    first of :data:`_PRIORITY` among them; ``copy`` if none). An ``embedding`` kernel (an
-    indexing op among them) is priced on the gather curve, whose bytes count the table a
-    gather reads from; :func:`lower_code` reclasses one that writes at least what it reads as
-    a ``copy``: an expansion (attention's grouped keys and values repeated for every head, with
-    its mask indexed, in an LLM's decode step), not a gather."""
-    if name.startswith("triton_tem_"):
+    first of :data:`_PRIORITY` among them; ``copy`` if none). An indexing op among them makes
+    it an ``embedding``, priced on the gather curve, whose bytes count the table a gather
+    reads from, unless the kernel writes at least what it reads: then it is an expansion
+    (attention's grouped keys and values repeated for every head, with its mask indexed, in
+    an LLM's decode step), a ``copy``."""
+    if call.name.startswith("triton_tem_"):
         macs = [_MAC_TOKENS[t] for t in tokens if t in _MAC_TOKENS]
         return macs[0] if macs else "gemm"
     classes = {_token_class(t) for t in tokens
@@ -109,6 +109,8 @@ def _generated_class(name: str, tokens: list[str]) -> str:
     classes -= {"view", "alloc", "other"} | set(MAC_CLASSES)
     for cls in _PRIORITY:
         if cls in classes:
+            if cls == "embedding" and call.bytes_written >= call.bytes_read:
+                return "copy"
             return cls
     return "copy"
 
@@ -260,10 +262,8 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     for call in calls:
         tokens = name_tokens(call.name, _vocabulary()) if call.kind == "generated" else []
         if call.kind == "generated":
-            cls, macs, written, variant = (_generated_class(call.name, tokens), 0,
+            cls, macs, written, variant = (_generated_class(call, tokens), 0,
                                            call.bytes_written, "")
-            if cls == "embedding" and call.bytes_written >= call.bytes_read:
-                cls = "copy"  # an indexing op fused into a kernel that expands, not gathers
         else:
             cls, macs, written, variant = _extern_cost(call)
         staged.append((call, cls, macs, written, tokens, variant))

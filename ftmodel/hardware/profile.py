@@ -38,8 +38,8 @@ from typing import Any
 from ftmodel.errors import ProfileError
 
 __all__ = [
-    "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "HostProfile", "FrameworkHost", "DeviceProfile",
-    "OpClassData", "HardwareProfile", "HostOnlyProfile", "profile_from_dict",
+    "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "DEVICE_TERMS", "HostProfile", "FrameworkHost",
+    "DeviceProfile", "OpClassData", "HardwareProfile", "HostOnlyProfile", "profile_from_dict",
     "host_profile_from_dict", "read_profile", "read_any_profile", "write_profile",
     "write_host_profile",
 ]
@@ -61,6 +61,11 @@ class FrameworkHost:
     # per_kernel_s is Python's, so a kernel C++ launched within one call (Kernel.inner) pays none.
     # Identity when absent.
     in_model: Mapping[str, float] = field(default_factory=dict)
+
+
+# in-model terms on the device side (FrameworkHost.in_model): fitted against one calibration's
+# device curves, so they travel with its device half, not with its host half
+DEVICE_TERMS = ("device_scale", "per_byte_s")
 
 
 @dataclass(frozen=True)
