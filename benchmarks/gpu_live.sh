@@ -13,7 +13,10 @@
 #              $CALIBRATE_FRAMEWORKS (default eager,cudagraphs,inductor)    -> OUTDIR/gpu-profile.json
 #              (written after every calibration stage: a stage cut short keeps the earlier ones)
 #   zoo        corpus models at batch 1 and 32 under the four frameworks    -> OUTDIR/zoo.csv
-# STAGES (default env,decode,calibrate,zoo) picks and orders them.
+#              ($ZOO_MODELS and $ZOO_FRAMEWORKS, comma-separated, replace gpu_live.py's lists)
+#   kernels    every kernel of one eager forward of the zoo's models, by aten op, and each
+#              forward as a replayed CUDA graph (benchmarks/gpu_kernels.py) -> OUTDIR/kernels.csv
+# STAGES (default env,decode,calibrate,zoo; kernels on request) picks and orders them.
 # inductor's generated code goes to OUTDIR/inductor-code.tar.gz, all output to OUTDIR/log.txt.
 set -u
 OUT=${1:?OUTDIR}
@@ -59,8 +62,11 @@ for name in ${STAGES//,/ }; do
     decode) stage decode "${DECODE_S:-230}" "$PY" benchmarks/gpu_live.py measure --stage decode \
               --out-dir "$WORK" ;;
     calibrate) run_calibrate ;;
-    zoo) stage zoo "${ZOO_S:-300}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" ;;
-    *) echo "unknown stage $name (env, decode, calibrate, zoo)" >&2; exit 2 ;;
+    zoo) stage zoo "${ZOO_S:-300}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" \
+           ${ZOO_MODELS:+--models "$ZOO_MODELS"} ${ZOO_FRAMEWORKS:+--frameworks "$ZOO_FRAMEWORKS"} ;;
+    kernels) stage kernels "${KERNELS_S:-120}" "$PY" benchmarks/gpu_kernels.py measure \
+               --out "$WORK/kernels.csv" ;;
+    *) echo "unknown stage $name (env, decode, calibrate, zoo, kernels)" >&2; exit 2 ;;
   esac
 done
 tail -n 60 "$LOG"

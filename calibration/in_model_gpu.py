@@ -46,7 +46,7 @@ from ftmodel.tracing.dispatch import trace
 if TYPE_CHECKING:
     from ftmodel.api import Predictor
 
-__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_host_scale",
+__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_device_terms", "fit_host_scale",
            "fit_rows_host_scale", "in_model_stage_async", "network_row"]
 
 ASYNC_BATCHES = (1, 8, 64, 256)
@@ -75,6 +75,17 @@ def network_row(predictor: Predictor, program: Program, key: tuple[str, int]) ->
     tl = predictor.program_timeline(program)
     return NetworkRow(key, tl.host_s, tl.device_s,
                       np.array([k.bytes_total for k in program.kernels], dtype=float))
+
+
+def fit_device_terms(rows: Sequence[NetworkRow], device_time_s: Sequence[float]
+                     ) -> dict[str, float]:
+    """``device_scale`` and ``per_byte_s`` (and ``cv_median_ape``) of the networks' measured
+    device times (CUDA-graph replays) against ``rows``' device seconds and bytes: one of
+    :data:`DEVICE_FORMS` or no correction, by leave-one-network-out error."""
+    return fit_in_model([0.0] * len(rows), [float(r.device_s.sum()) for r in rows],
+                        [float(r.bytes_s.sum()) for r in rows], [len(r.host_s) for r in rows],
+                        list(device_time_s), groups=[r.key[0] for r in rows],
+                        forms=DEVICE_FORMS)
 
 
 def fit_rows_host_scale(rows: Sequence[NetworkRow], measured_s: Sequence[float],
@@ -165,17 +176,13 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                                     max_reps=30)
     device_t = [dev_meas[r.key].time_s / reps[r.key] if r.key in reps else float("nan")
                 for r in rows]
-    groups = [r.key[0] for r in rows]
     if uncaptured:  # the device half is shared: eager's device terms, fitted on its replays
         assert partial.host is not None  # the eager stage wrote it
         eager_terms = partial.host.frameworks["eager"].in_model
         dev_fit = {"device_scale": float(eager_terms.get("device_scale", 1.0)),
                    "per_byte_s": float(eager_terms.get("per_byte_s", 0.0))}
     else:
-        dev_fit = fit_in_model([0.0] * len(rows), [float(r.device_s.sum()) for r in rows],
-                               [float(r.bytes_s.sum()) for r in rows],
-                               [len(r.host_s) for r in rows], device_t, groups=groups,
-                               forms=DEVICE_FORMS)
+        dev_fit = fit_device_terms(rows, device_t)
     dev_terms = {"device_scale": dev_fit["device_scale"], "per_byte_s": dev_fit["per_byte_s"]}
     measured = [host_meas[r.key].time_s for r in rows]
     host_scale, host_cv = fit_rows_host_scale(rows, measured, dev_terms, fh.per_call_s,

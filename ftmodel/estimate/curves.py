@@ -2,7 +2,8 @@
 
 Inside the samples' hull the log inverse throughput is interpolated linearly, outside it by the
 distance-weighted nearest samples; the result is tabulated and made monotone in work (see
-:class:`SampleCurve`). Used by :class:`ftmodel.estimate.kernels.DeviceModel`.
+:class:`SampleCurve`). A convolution sample far slower than larger ones (an *inversion*, see
+:data:`INVERSION_CLASSES`) is left out first. Used by :class:`ftmodel.estimate.kernels.DeviceModel`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from scipy.spatial import QhullError
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "STEP_CURVES", "SampleCurve", "step_work", "work"]
+__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "STEP_CURVES", "SampleCurve",
+           "inversions", "step_work", "work"]
 
 _EPS = 1.0
 
@@ -82,6 +84,38 @@ def step_work(macs: np.ndarray, bytes_read: np.ndarray, bytes_weights: np.ndarra
 
 def work(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray) -> np.ndarray:
     return (macs if op_class in MAC_CLASSES else br + bw) + _EPS
+
+
+# A convolution sample is set aside as an *inversion* when at least INVERSION_WITNESSES other
+# samples, each doing at least its MACs and moving at least its bytes, ran more than
+# INVERSION_RATIO times faster, each taking at least INVERSION_MIN_S (below that a time net of
+# its family's floor is noise). Such a sample is cuDNN's choice of a slow algorithm for an odd
+# shape (without benchmark mode, a 7x7 filter on a small map: on an H200 and an H100, 512
+# channels on a 7-px map at batch 1 in 670 µs, 30-70x the convolutions around it), not the
+# class's trend. Kept, the monotone envelope raised every larger convolution towards it:
+# ResNet-34 at batch 32 as a CUDA graph was priced at 3.2 ms against 1.4 ms measured, its 3x3
+# convolutions at 6 TMAC/s. Other classes keep every sample: cuBLAS's slow fp32 GEMMs of 32-64
+# rows (13 µs on the H200, where 1,024 rows take 4 µs) are a regime that models run in (a
+# ViT-S at batch 1: 13.5 µs per GEMM, profiled), and a merged elementwise curve holds
+# different functions, not odd shapes.
+INVERSION_CLASSES = frozenset({"conv", "conv_grouped"})
+INVERSION_RATIO = 4.0
+INVERSION_WITNESSES = 2
+INVERSION_MIN_S = 2e-6
+
+
+def inversions(op_class: str, macs: np.ndarray, br: np.ndarray, bw: np.ndarray,
+               seconds: np.ndarray) -> np.ndarray:
+    """Boolean mask of the samples that are inversions (see :data:`INVERSION_CLASSES`)."""
+    if op_class not in INVERSION_CLASSES:
+        return np.zeros(len(seconds), dtype=bool)
+    size = br + bw
+    witness = ((macs[None, :] >= macs[:, None]) & (size[None, :] >= size[:, None])
+               & (seconds[None, :] >= INVERSION_MIN_S)
+               & (seconds[None, :] * INVERSION_RATIO < seconds[:, None]))
+    np.fill_diagonal(witness, False)
+    flagged: np.ndarray = witness.sum(1) >= INVERSION_WITNESSES
+    return flagged
 
 
 # Spacing of the monotone grid (:class:`SampleCurve`), in natural-log units of work: 0.15 is
@@ -152,9 +186,11 @@ class SampleCurve:
     def fit(cls, op_class: str, data: OpClassData, cold: bool = False) -> SampleCurve:
         """A MAC class keeps the intensity weight of :data:`INTENSITY_WEIGHTS` with the lowest
         leave-one-out error on its own samples (ties: the first); it needs more samples than
-        neighbours to choose, else takes 0."""
+        neighbours to choose, else takes 0. Inversions (:func:`inversions`) are left out."""
         s = np.asarray(data.samples, dtype=np.float64)  # (M, 4)
         times = np.asarray(data.cold_s, dtype=np.float64) if cold else s[:, 3]  # (M,)
+        keep = ~inversions(op_class, s[:, 0], s[:, 1], s[:, 2], s[:, 3])
+        s, times = s[keep], times[keep]
         macs, br, bw, t = s[:, 0], s[:, 1], s[:, 2], np.maximum(times, 1e-9)
         log_inv = np.log(t / work(op_class, macs, br, bw))
         k = min(3, len(s))

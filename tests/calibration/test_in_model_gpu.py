@@ -10,8 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftmodel.calibration.in_model_gpu import HOST_SCALE_GRID, fit_host_scale
-from ftmodel.calibration.networks import fit_in_model
+from ftmodel.calibration.in_model_gpu import (
+    HOST_SCALE_GRID,
+    NetworkRow,
+    fit_device_terms,
+    fit_host_scale,
+)
 from ftmodel.estimate.timeline import run_timeline
 
 
@@ -55,12 +59,10 @@ def test_host_scale_stays_one_when_host_does_not_matter() -> None:
 
 
 def test_device_fit_without_host_terms_recovers_the_scale() -> None:
-    rows = _rows()
-    dev = [float(k.sum()) for _, k, _ in rows]
-    nbytes = [float(len(k)) * 1e6 for _, k, _ in rows]
-    measured = [0.8 * d for d in dev]
-    fit = fit_in_model([0.0] * len(rows), dev, nbytes, [len(k) for _, k, _ in rows], measured,
-                       groups=[g for *_, g in rows], forms=("k", "k+b"))
+    # what calibration and benchmarks/refit_gpu_host.py fit on CUDA-graph replays
+    rows = [NetworkRow((g, i), o, k, np.full(len(k), 1e6)) for i, (o, k, g) in enumerate(_rows())]
+    measured = [0.8 * float(r.device_s.sum()) for r in rows]
+    fit = fit_device_terms(rows, measured)
     assert fit["device_scale"] == pytest.approx(0.8, rel=1e-6)
     assert fit["per_kernel_s"] == 0.0  # not a candidate form
     assert fit["cv_median_ape"] == pytest.approx(0.0, abs=1e-9)

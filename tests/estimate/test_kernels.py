@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ftmodel.errors import FtmodelError
+from ftmodel.estimate.curves import inversions
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import (
@@ -287,6 +288,51 @@ def test_no_node_is_priced_above_a_sample_doing_more_work() -> None:
     (mid,) = dm.kernel_times_s([Kernel("conv", 2_360_000, 188_000, 0, "m",
                                        ("aten.convolution",))])
     assert rows[4][3] * 0.9 <= mid <= rows[6][3] * 1.05
+
+
+def _gpu_conv_rows(n: int, seed: int) -> list[tuple[float, float, float, float]]:
+    """cuDNN-like convolutions: 4 µs, then 5e13 MAC/s and 2e12 B/s, ±15% noise."""
+    rng = np.random.default_rng(seed)
+    m = np.exp(rng.uniform(np.log(1e6), np.log(3e10), n))
+    nbytes = 8.0 * m ** (2 / 3) * np.exp(rng.uniform(-1.0, 1.5, n))
+    t = (4e-6 + m / 5e13 + nbytes / 2e12) * np.exp(rng.normal(0.0, 0.15, n))
+    return [(float(a), float(b), 0.0, float(c)) for a, b, c in zip(m, nbytes, t)]
+
+
+def test_an_inverted_sample_does_not_raise_larger_kernels() -> None:
+    """One odd shape for which the library picks a slow algorithm (on an H200: a 7x7
+    convolution on a 7-px map, 2e7 MACs in 675 µs, 30-70x the convolutions around it) is set
+    aside; kept, the monotone envelope priced every larger convolution towards it (ResNet-34's
+    3x3 convolutions at 6 TMAC/s, 2.3x their measured time)."""
+    rows = _gpu_conv_rows(60, 1)
+    odd = (2e7, 1.7e6, 0.0, 675e-6)
+    dm = DeviceModel(_device({"conv": OpClassData("samples", tuple(rows) + (odd,))}))
+    clean = DeviceModel(_device({"conv": OpClassData("samples", tuple(rows))}))
+    ks = [Kernel("conv", int(m), int(b), 0, "m", ("aten.convolution",))
+          for m, b in ((6.8e8, 9.6e6), (3.4e8, 7.4e6), (2e9, 2e7), (5e7, 3e6))]
+    np.testing.assert_allclose(dm.kernel_times_s(ks), clean.kernel_times_s(ks), rtol=1e-9)
+    truth = [4e-6 + k.macs / 5e13 + k.bytes_total / 2e12 for k in ks]
+    np.testing.assert_allclose(dm.kernel_times_s(ks), truth, rtol=0.35)
+
+
+def test_noise_and_other_classes_are_not_inversions() -> None:
+    """A sample 3x slower than larger ones is noise the envelope averages, not an inversion;
+    a byte class's slow family (one transcendental function beside faster ones on a merged
+    curve) is a different kernel, and GEMMs' slow small-row regime is one models run in: both
+    are kept."""
+    rows = _gpu_conv_rows(30, 2)
+    slow = (2e7, 1.7e6, 0.0, 3 * (4e-6 + 2e7 / 5e13 + 1.7e6 / 2e12))
+    s = np.array(rows + [slow])
+    assert not inversions("conv", s[:, 0], s[:, 1], s[:, 2], s[:, 3]).any()
+    b = np.geomspace(1e4, 1e8, 6)
+    fast, slowf = b / 1e11, 20 * b / 1e11
+    t = np.concatenate([fast, slowf])
+    both = np.concatenate([b, b])
+    assert not inversions("elementwise", np.zeros(12), both, both, t).any()
+    odd = np.array(rows + [(2e7, 1.7e6, 0.0, 675e-6)])
+    flagged = inversions("conv", odd[:, 0], odd[:, 1], odd[:, 2], odd[:, 3])
+    assert flagged.tolist() == [False] * len(rows) + [True]
+    assert not inversions("gemm", odd[:, 0], odd[:, 1], odd[:, 2], odd[:, 3]).any()
 
 
 def test_two_shapes_of_one_size_are_averaged() -> None:
