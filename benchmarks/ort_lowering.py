@@ -7,7 +7,9 @@ length 128, predicted for ``onnxruntime`` on the built-in A100 profile at batch 
 process: the first prediction (cold: trace, export, ORT's graph optimisation for the CUDA
 execution provider — emulated on the CPU where the provider is not usable — and the graph walk),
 the same prediction again (cached: the lowered artifact is kept per model, batch, dtype and
-provider), another batch size (a new export), and a second model instance of the same structure.
+provider), another batch size (a new export), and a second model instance of the same structure
+(its Program is the first instance's: lowering is cached per architecture too,
+``ftmodel.frameworks._common.structure_key``).
 Wall-clock seconds of ``predict_latency``, one run each.
 """
 

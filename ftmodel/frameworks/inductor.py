@@ -120,7 +120,10 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
-              device: str, dtype: str | None, run: bool = False) -> InductorArtifact:
+              device: str, dtype: str | None, run: bool = False,
+              shared: bool = False) -> InductorArtifact:
+    """The cached artifact; ``shared``: one compiled for another model of the same structure
+    will do (its Program, not its compiled module, is what the caller uses)."""
     dtype = dtype or trace_dtype(trace)
     feasibility.precheck(NAME, trace)
     dev = _check_toolchain(device, run)
@@ -128,14 +131,14 @@ def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | No
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
     return CACHE.get_or_build(model, (batch, dtype, dev, sig),
                               lambda: build(model, inputs, batch, trace, dtype=dtype,
-                                            device=dev))
+                                            device=dev), by_structure=shared)
 
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
                 device: str = "cpu", dtype: str | None = None) -> Program:
     """The Program inductor's generated code runs for ``model`` at ``batch`` (cached). For a GPU
     without a CUDA device here, read off the CPU schedule (:func:`inductor_gpu.from_cpu_schedule`)."""
-    art = _artifact(model, inputs, batch, trace, device, dtype)
+    art = _artifact(model, inputs, batch, trace, device, dtype, shared=True)
     if _wants_gpu(device) and art.target == "cpu":
         if art.gpu_program is None:  # read once per artifact
             art.gpu_program = from_cpu_schedule(art.program, triton_kernels(art.codes))

@@ -27,7 +27,8 @@ Host events: ``kernel:<class>`` per kernel and ``view`` per aliasing node; the p
 is the host profile's ``per_call_s``. There are no module calls. Models ONNX cannot express
 raise :class:`~ftmodel.errors.FrameworkUnsupported` (see :mod:`ftmodel.frameworks.feasibility`).
 Sessions are cached per (model, batch, dtype, provider, input shapes) in a small LRU, so
-repeated predictions and :func:`runner` reuse one export.
+repeated predictions and :func:`runner` reuse one export; a prediction for another instance of
+the same architecture (:func:`~ftmodel.frameworks._common.structure_key`) reuses its Program.
 """
 
 from __future__ import annotations
@@ -323,7 +324,9 @@ def _emulate(provider: str, emulate: bool | None) -> bool:
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
               device: str, dtype: str | None, provider: str | None,
-              emulate: bool | None = None) -> OrtArtifact:
+              emulate: bool | None = None, shared: bool = False) -> OrtArtifact:
+    """The cached artifact; ``shared``: one built for another model of the same structure
+    will do (its Program, not its session, is what the caller uses)."""
     dtype = dtype or trace_dtype(trace)
     provider = provider or provider_for(device)
     feasibility.precheck(NAME, trace)
@@ -335,7 +338,7 @@ def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | No
     return CACHE.get_or_build(
         model, (batch, dtype, provider, emulated, sig),
         lambda: build(model, inputs, batch, trace, dtype=dtype, provider=provider,
-                      emulate_cuda=emulated))
+                      emulate_cuda=emulated), by_structure=shared)
 
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
@@ -344,7 +347,8 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
     """The Program ONNX Runtime runs for ``model`` at ``batch`` (cached; see module doc).
     ``emulate`` (CUDA only): reproduce the CUDA EP's graph on the CPU EP; default: when the
     CUDA EP is not usable here."""
-    return _artifact(model, inputs, batch, trace, device, dtype, provider, emulate).program
+    return _artifact(model, inputs, batch, trace, device, dtype, provider, emulate,
+                     shared=True).program
 
 
 def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",

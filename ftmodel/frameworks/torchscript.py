@@ -134,7 +134,10 @@ def _device(device: str) -> str:
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
-              device: str, dtype: str | None) -> TsArtifact | CudaTsArtifact:
+              device: str, dtype: str | None, shared: bool = False
+              ) -> TsArtifact | CudaTsArtifact:
+    """The cached artifact; ``shared``: one traced from another model of the same structure
+    will do (its Program, not its frozen module, is what the caller uses)."""
     dtype = dtype or trace_dtype(trace)
     feasibility.precheck(NAME, trace)
     dev = _device(device)
@@ -142,10 +145,11 @@ def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | No
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
     if dev == "cuda":  # the traced graph the GPU executor runs, counted here (no GPU needed)
         return CACHE.get_or_build(model, (batch, dtype, dev, sig),
-                                  lambda: build_cuda(model, inputs, batch, trace, dtype=dtype))
+                                  lambda: build_cuda(model, inputs, batch, trace, dtype=dtype),
+                                  by_structure=shared)
     return CACHE.get_or_build(model, (batch, dtype, dev, sig),
                               lambda: build(model, inputs, batch, trace, dtype=dtype,
-                                            device=dev))
+                                            device=dev), by_structure=shared)
 
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
@@ -153,7 +157,7 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
     """The Program TorchScript runs for ``model`` at ``batch`` (cached): on the CPU the frozen,
     optimized graph; for a GPU profile the traced graph as the CUDA executor runs it
     (:mod:`ftmodel.frameworks.torchscript_cuda`)."""
-    return _artifact(model, inputs, batch, trace, device, dtype).program
+    return _artifact(model, inputs, batch, trace, device, dtype, shared=True).program
 
 
 def runner(model: nn.Module, inputs: InputSpec, batch: int, *, device: str = "cpu",
