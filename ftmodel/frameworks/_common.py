@@ -256,14 +256,25 @@ _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.
 
 def _token(value: Any, depth: int = 0) -> str:
     """A stable text for a module attribute that may steer its forward, or a per-object one
-    (``id``) where none is known, so that such a module never shares a key."""
+    (``id``) where none is known (or reading it fails), so that such a module never shares a
+    key."""
+    try:
+        return _stable_token(value, depth)
+    except Exception:
+        return f"id:{id(value)}"
+
+
+def _stable_token(value: Any, depth: int) -> str:
     if isinstance(value, _PLAIN):
         return repr(value)
     if isinstance(value, torch.Tensor):
-        small = value.device.type != "meta" and value.numel() <= _KEYED_BUFFER_NUMEL
+        # a subclass (a fake tensor a trace left in a module's cache) by shape alone
+        plain = type(value) in (torch.Tensor, nn.Parameter)
+        small = (plain and value.device.type != "meta"
+                 and value.numel() <= _KEYED_BUFFER_NUMEL)
         digest = hashlib.sha256(value.detach().cpu().contiguous().view(-1).view(torch.uint8)
                                 .numpy().tobytes()).hexdigest() if small else ""
-        return f"tensor{tuple(value.shape)}{value.dtype}{digest}"
+        return f"{type(value).__name__}{tuple(value.shape)}{value.dtype}{digest}"
     if depth < 3 and isinstance(value, (tuple, list, frozenset, set)):
         items = sorted(_token(v, depth + 1) for v in value) if isinstance(
             value, (set, frozenset)) else [_token(v, depth + 1) for v in value]

@@ -82,3 +82,13 @@ def test_what_a_forward_calls_enters_the_key() -> None:
         pass
     # an attribute of unknown kind: the module shares nothing
     assert structure_key(_Fn(Opaque())) != structure_key(_Fn(Opaque()))
+
+
+def test_a_fake_tensor_left_in_a_cache_attribute_is_keyed_by_shape() -> None:
+    # LeViT keeps attention biases per device in a dict; a fake-tensor trace fills it
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fake = torch.zeros(4, 49, 49)
+    m = _Fn(torch.relu)
+    m.cache = {"cpu": fake}  # type: ignore[assignment]
+    assert len(structure_key(m)) == 64
