@@ -38,6 +38,7 @@ from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.calibration.framework_host import fit_framework_costs  # noqa: E402
 from ftmodel.calibration.in_model_gpu import (  # noqa: E402
     NetworkRow,
+    device_terms_of,
     fit_device_terms,
     fit_rows_host_scale,
     network_row,
@@ -93,17 +94,14 @@ def refit(prof: HardwareProfile, framework: str, keep_costs: bool
     partial = _with_framework(prof, framework, FrameworkHost(per_event, per_call, old.samples,
                                                              {}))
     rows, measured, device_t = _network_rows(Predictor(framework, partial), old.samples)
-    device_terms = {k: float(old.in_model.get(k, 1.0 if k == "device_scale" else 0.0))
-                    for k in DEVICE_TERMS}
+    device_terms = device_terms_of(old.in_model)
     dev_cv = None
     if rows and all(d is not None for d in device_t):
         dev_fit = fit_device_terms(rows, [float(d) for d in device_t if d is not None])
         device_terms = {k: dev_fit[k] for k in DEVICE_TERMS}
         dev_cv = dev_fit.get("cv_median_ape", 0.0)
     elif framework != "eager":  # calibration's rule for an uncaptured network
-        eager = prof.host.frameworks["eager"].in_model
-        device_terms = {k: float(eager.get(k, 1.0 if k == "device_scale" else 0.0))
-                        for k in DEVICE_TERMS}
+        device_terms = device_terms_of(prof.host.frameworks["eager"].in_model)
     host_scale, cv = fit_rows_host_scale(rows, measured, device_terms, per_call, partial)
     in_model = {**old.in_model, **device_terms, "host_scale": host_scale, "cv_median_ape": cv}
     if dev_cv is not None:

@@ -28,7 +28,7 @@ measure), launch latency and sync cost (the device profile's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ import torch
 from ftmodel.calibration.networks import fit_in_model, synthetic_networks
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.timeline import run_timeline
-from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
+from ftmodel.hardware.profile import DEVICE_TERMS, FrameworkHost, HardwareProfile
 from ftmodel.program import Program
 from ftmodel.measure import captured_repeats, measure_interleaved
 from ftmodel.tracing.dispatch import trace
@@ -46,8 +46,8 @@ from ftmodel.tracing.dispatch import trace
 if TYPE_CHECKING:
     from ftmodel.api import Predictor
 
-__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "fit_device_terms", "fit_host_scale",
-           "fit_rows_host_scale", "in_model_stage_async", "network_row"]
+__all__ = ["ASYNC_BATCHES", "HOST_SCALE_GRID", "NetworkRow", "device_terms_of", "fit_device_terms",
+           "fit_host_scale", "fit_rows_host_scale", "in_model_stage_async", "network_row"]
 
 ASYNC_BATCHES = (1, 8, 64, 256)
 HOST_SCALE_GRID = np.geomspace(0.25, 4.0, 161)  # 1.0 is on the grid
@@ -75,6 +75,12 @@ def network_row(predictor: Predictor, program: Program, key: tuple[str, int]) ->
     tl = predictor.program_timeline(program)
     return NetworkRow(key, tl.host_s, tl.device_s,
                       np.array([k.bytes_total for k in program.kernels], dtype=float))
+
+
+def device_terms_of(in_model: Mapping[str, float]) -> dict[str, float]:
+    """The device-side in-model terms (:data:`~ftmodel.hardware.profile.DEVICE_TERMS`) of a
+    framework's ``in_model``, each at its no-correction value where absent."""
+    return {k: float(in_model.get(k, 1.0 if k == "device_scale" else 0.0)) for k in DEVICE_TERMS}
 
 
 def fit_device_terms(rows: Sequence[NetworkRow], device_time_s: Sequence[float]
@@ -178,12 +184,10 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
                 for r in rows]
     if uncaptured:  # the device half is shared: eager's device terms, fitted on its replays
         assert partial.host is not None  # the eager stage wrote it
-        eager_terms = partial.host.frameworks["eager"].in_model
-        dev_fit = {"device_scale": float(eager_terms.get("device_scale", 1.0)),
-                   "per_byte_s": float(eager_terms.get("per_byte_s", 0.0))}
+        dev_fit = device_terms_of(partial.host.frameworks["eager"].in_model)
     else:
         dev_fit = fit_device_terms(rows, device_t)
-    dev_terms = {"device_scale": dev_fit["device_scale"], "per_byte_s": dev_fit["per_byte_s"]}
+    dev_terms = {k: dev_fit[k] for k in DEVICE_TERMS}
     measured = [host_meas[r.key].time_s for r in rows]
     host_scale, host_cv = fit_rows_host_scale(rows, measured, dev_terms, fh.per_call_s,
                                               partial)
