@@ -25,7 +25,8 @@ from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.formulas import steps_of
 
-__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID"]
+__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
+           "GPU_GRID", "LSTM_STEPS", "LSTM_SHORT_STEPS"]
 
 
 @dataclass
@@ -36,6 +37,9 @@ class OpSample:
     module: nn.Module
     inputs: tuple[torch.Tensor, ...]
     is_floor: bool = False
+    # a fused recurrent layer's sample: the same module over fewer steps, timed beside it, so
+    # that its time splits into a cost per step and one per call (see sweep_stage.class_stage)
+    short_inputs: tuple[torch.Tensor, ...] = ()
 
     @property
     def op_class(self) -> str:
@@ -217,12 +221,18 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     return out
 
 
-LSTM_STEPS = 32  # time steps of each recurrent sample (its curve is per step)
+LSTM_STEPS = 48  # time steps of each recurrent sample (its curve is per step)
+LSTM_SHORT_STEPS = 8  # ... and of its short twin (the difference prices one step)
 
 
 def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
-    """One-layer LSTMs over ``LSTM_STEPS`` steps: hidden 64-1024, input half or all of it,
-    batch 1-64 (CPU only: ``grid.lstm_max_macs``)."""
+    """One-layer LSTMs over ``LSTM_STEPS`` steps, each with a twin over ``LSTM_SHORT_STEPS``:
+    hidden 64-1024, input half or all of it, batch 1-64 (CPU only: ``grid.lstm_max_macs``).
+
+    oneDNN's LSTM layer costs a fixed time per call (about 0.2-0.3 ms at hidden 256 on an
+    Intel Xeon with 2 threads; it re-orders the weights on every call) besides its steps: a
+    per-step price from one length over-prices longer sequences and under-prices shorter ones
+    (1.4-1.7x at 128-256 steps, 0.7x at 16, from 32-step samples)."""
     if grid.lstm_max_macs <= 0:
         return []
     curve = "gemm@mkldnn_rnn_layer"
@@ -240,7 +250,8 @@ def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
                     continue
                 out.append(OpSample(curve, "lstm", f"lstm b{b} in{d_in} h{hidden} "
                                     f"s{LSTM_STEPS}", lstm(d_in, hidden),
-                                    (_r(b, LSTM_STEPS, d_in),)))
+                                    (_r(b, LSTM_STEPS, d_in),),
+                                    short_inputs=(_r(b, LSTM_SHORT_STEPS, d_in),)))
     return out
 
 
@@ -266,6 +277,17 @@ def _img(n: int) -> torch.Tensor:
     c = 16 if n < 2**16 else 64
     hw = max(2, int((max(n, 4 * c) // c) ** 0.5))
     return _r(1, c, hw, hw)  # (N, C, H, W)
+
+
+def _seq(n: int) -> torch.Tensor:
+    c = 16 if n < 2**16 else 64
+    return _r(1, c, max(4, n // c))  # (N, C, L): a 1-d signal
+
+
+# classes whose samples come from ops several-fold apart in speed (layer norm against batch
+# norm; a 3x3 max pool with its indices against an average or a 1-d max pool): besides the
+# class's curve of all of them, each op gets a curve of its own samples (``<class>@<op>``)
+PER_OP_CLASSES = ("norm", "pool")
 
 
 def _bytes_classes(quick: bool, grid: SweepGrid) -> list[OpSample]:
@@ -300,6 +322,8 @@ def _bytes_classes(quick: bool, grid: SweepGrid) -> list[OpSample]:
                                                 (_img(n),)), sz)
     out += fam("pool", "adaptive_avg", lambda n: (_Fn(lambda t: F.adaptive_avg_pool2d(t, 1)),
                                                   (_img(n),)), sz)
+    out += fam("pool", "maxpool1d", lambda n: (_Fn(lambda t: F.max_pool1d(t, 4)), (_seq(n),)),
+               sz)
 
     def emb(n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         e = 64 if n < 2**16 else 256

@@ -17,10 +17,14 @@ from torch import nn
 from ftmodel.calibration.ops import OpSample
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
+from ftmodel.estimate.kernels import op_name
+from ftmodel.program import Program
+from ftmodel.tracing.formulas import steps_of
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve"]
+__all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve",
+           "per_op_curves", "per_call_curve"]
 
 
 def to_device(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
@@ -64,7 +68,8 @@ def _measure_captured(samples: list[OpSample], device: str, rounds: int, round_s
 
 
 def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
-                 flush: Callable[[], object] | None = None
+                 flush: Callable[[], object] | None = None,
+                 host_s: Callable[[Program], float] | None = None
                  ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
     """Measure one curve's samples; device time = time − the family's floor on a CPU, the time
     of a captured repeat (:func:`_measure_captured`) on a GPU.
@@ -72,12 +77,22 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
     With ``flush``, every sample (floors included) is timed again right after a cache flush:
     cold device time = cold time − cold floor (the flush also chills the host's own code path,
     which the cold floor carries and the subtraction removes).
+
+    A sample with ``short_inputs`` (a fused recurrent layer, on a CPU) is timed over both
+    lengths: its row prices one step, the difference of the two times over the difference of
+    their steps, and its raw entry holds ``per_call_s``, what the short run took besides its
+    steps and the host cost ``host_s`` predicts for its program (the family's floor without
+    ``host_s``): :func:`per_call_curve` makes those a curve.
     """
+    shorts = {s.label: f"{s.label} short" for s in samples
+              if s.short_inputs and not device.startswith("cuda")}
     if device.startswith("cuda"):  # asynchronous: device time observed directly
         measured = _measure_captured(samples, device, rounds, round_s)
     else:
-        measured = measure_group([(s.label, s.module, s.inputs) for s in samples], device,
-                                  rounds, round_s)
+        measured = measure_group([(s.label, s.module, s.inputs) for s in samples]
+                                 + [(shorts[s.label], s.module, s.short_inputs)
+                                    for s in samples if s.label in shorts], device,
+                                 rounds, round_s)
     floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
     cold: dict[str, float] = {}
     if flush is not None:
@@ -103,13 +118,28 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
         total_s, spread = measured[s.label]
         floor_s = 0.0 if device.startswith("cuda") else floors[s.family]
         device_s = max(total_s - floor_s, 1e-9)
+        extra: dict[str, Any] = {}
+        if s.label in shorts:  # a cost per step and one per call
+            short_prog = eager.lower(trace(s.module, s.short_inputs))
+            n_long = steps_of(main.variant)[0]
+            n_short = max((steps_of(k.variant)[0] for k in short_prog.kernels), default=1)
+            short_s = measured[shorts[s.label]][0]
+            step_s = max(total_s - short_s, 1e-9) / max(n_long - n_short, 1)
+            fixed_host_s = host_s(short_prog) if host_s is not None else floor_s
+            extra = {"short_total_s": short_s, "short_steps": n_short,
+                     "per_call_s": max(short_s - n_short * step_s - fixed_host_s, 0.0)}
+            penalty_s = max(cold[s.label] - cold_floors[s.family] - device_s, 0.0) if cold \
+                else 0.0
+            device_s = step_s * n_long
         row, steps = s.curve_row(main, device_s)  # per step on a per-step curve
         rows.append(row)
         variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
         raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
-                    "variant": variants[-1]})
+                    "variant": variants[-1],
+                    "op": op_name(main.members[0]) if main.members else "", **extra})
         if cold:
-            cold_rows.append(max(cold[s.label] - cold_floors[s.family], device_s) / steps)
+            cold_rows.append((device_s + penalty_s) / steps if extra else
+                             max(cold[s.label] - cold_floors[s.family], device_s) / steps)
             raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
     return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,
             variants)
@@ -118,3 +148,28 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
 def subset_curve(data: OpClassData, keep: list[int]) -> OpClassData:
     return OpClassData("samples", tuple(data.samples[i] for i in keep),
                        cold_s=tuple(data.cold_s[i] for i in keep) if data.cold_s else ())
+
+
+def per_call_curve(data: OpClassData, raw: Sequence[dict[str, Any]]) -> OpClassData | None:
+    """The per-call curve of a per-step curve's samples timed at two lengths (see
+    :func:`class_stage`): each sample's per-step work against its ``per_call_s``; None when
+    fewer than 3 samples have one."""
+    rows = tuple((m, br, bw, max(float(r["per_call_s"]), 1e-9))
+                 for (m, br, bw, _), r in zip(data.samples, raw) if "per_call_s" in r)
+    return OpClassData("samples", rows) if len(rows) >= 3 else None
+
+
+def per_op_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]]
+                  ) -> dict[str, OpClassData]:
+    """``<op_class>@<op>`` curves of each op's own samples (``raw[i]["op"]``: the aten op
+    of sample ``i``'s kernel), for a class whose samples come from more than one op; ops with
+    fewer than 3 samples get none."""
+    ops = [str(r.get("op", "")) for r in raw]
+    if len(set(ops) - {""}) < 2:
+        return {}
+    out: dict[str, OpClassData] = {}
+    for op in sorted(set(ops) - {""}):
+        keep = [i for i, o in enumerate(ops) if o == op]
+        if len(keep) >= 3:
+            out[f"{op_class}@{op}"] = subset_curve(data, keep)
+    return out

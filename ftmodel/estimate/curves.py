@@ -17,7 +17,8 @@ from scipy.spatial import QhullError
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "STEP_CURVES", "SampleCurve",
+__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL", "STEP_CURVES",
+           "SampleCurve",
            "inversions", "step_work", "work"]
 
 _EPS = 1.0
@@ -71,6 +72,9 @@ def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
 # batch 16 near the core's AVX-512 peak, so neither the layer's total work on a GEMM curve nor a
 # per-step GEMM on MKL's curve prices it (AMD EPYC: 0.48x at batch 1, 1.7x at 16 on the first)
 STEP_CURVES = frozenset({"gemm@mkldnn_rnn_layer"})
+# A per-step curve's companion (``<curve>:per_call``): what each call of such a layer costs
+# besides its steps, against a step's work (oneDNN re-orders the layer's weights on every call)
+PER_CALL = ":per_call"
 
 
 def step_work(macs: np.ndarray, bytes_read: np.ndarray, bytes_weights: np.ndarray,

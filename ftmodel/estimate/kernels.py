@@ -43,7 +43,8 @@ projection, each ``share / n`` of the MACs reading the recurrent weights whole, 
 waits for the previous one; only the first step pays the cold-operand penalty. On a curve of
 whole fused layers measured per step (``gemm@mkldnn_rnn_layer``, eager's oneDNN LSTM layer; see
 ``curves.STEP_CURVES``) each step does ``1 / n`` of the layer's MACs and activation bytes and
-reads every weight, ``n`` times (``curves.step_work``).
+reads every weight, ``n`` times (``curves.step_work``), plus, where the profile has it, the
+curve's per-call cost at a step's work (``<curve>:per_call``, ``curves.PER_CALL``).
 Eager's GEMM samples re-pack the weights on every call (oneDNN/MKL), which a fused layer does
 once per call: a profile without that curve prices the layer as one GEMM of all its MACs, which
 under-prices small batches (an LSTM language model at batch 1: 0.55x on the EPYC).
@@ -70,7 +71,7 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
-from ftmodel.estimate.curves import STEP_CURVES, SampleCurve, step_work
+from ftmodel.estimate.curves import PER_CALL, STEP_CURVES, SampleCurve, step_work
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
@@ -236,10 +237,16 @@ class DeviceModel:
         if len(p):
             s = steps[p]
             wts = np.array([kernels[i].bytes_weights for i in p.tolist()], dtype=np.float64)
+            step = step_work(macs[p], br[p], wts, bw[p], s)
             h_step, c_step = self._times([kernels[i] for i in p.tolist()], classes[p], dtypes[p],
-                                         *step_work(macs[p], br[p], wts, bw[p], s), warns)
-            hot[p] = s * h_step
-            cold[p] = s * h_step + (c_step - h_step)  # only the first step finds them cold
+                                         *step, warns)
+            call = np.zeros(len(p))  # each call's own cost, where the profile measured it
+            for cls in np.unique(classes[p]):
+                if str(cls) + PER_CALL in self._curves:
+                    sel = classes[p] == cls
+                    call[sel] = self._curves[str(cls) + PER_CALL](*(w[sel] for w in step))
+            hot[p] = s * h_step + call
+            cold[p] = hot[p] + (c_step - h_step)  # only the first step finds them cold
         r = np.flatnonzero(~per_step & (steps > 1))
         if len(r) == 0:
             return hot, cold

@@ -20,6 +20,11 @@ Counting semantics
   base share an id; an in-place op writes the id it reads). They let the cache model
   (``ftmodel.estimate.cache``) tell operands just written by the previous op (warm) from weights
   and skip connections last touched long ago (cold). Views and allocations have none.
+* Where a composite op takes another path on a tensor subclass than eager takes on plain CPU
+  tensors, the record is eager's: ``F.max_pool1d`` (which fake tensors send through
+  ``max_pool2d_with_indices`` on an unsqueezed view) is one ``aten.max_pool1d`` writing its
+  values only. A pool called with ``return_indices=True``, which does write indices, is
+  counted the same way.
 * ``launches`` is the number of device kernels the op launches in eager PyTorch: 0 for views and
   uninitialised allocations (``empty``), 1 otherwise.
 * ``variant`` refines the op class for device time: ``inplace`` (writes into an input, no new

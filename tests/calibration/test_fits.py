@@ -137,3 +137,35 @@ def test_inductor_on_a_gpu_fits_one_cost_for_all_triton_kernels() -> None:
     # on a CPU (C++ kernels) and for other frameworks each class keeps its own column
     cpu_events, _ = fit_framework_costs("inductor", "cpu", programs, times)
     assert "kernel:softmax" not in cpu_events and "kernel:triton" not in cpu_events
+
+
+def test_a_class_of_several_ops_gets_a_curve_per_op() -> None:
+    from ftmodel.calibration.sweep_stage import per_op_curves
+    from ftmodel.hardware.profile import OpClassData
+
+    rows = tuple((0.0, float(n), float(n), n * 1e-10) for n in range(1, 8))
+    raw = [{"op": op} for op in ["native_layer_norm"] * 4 + ["native_batch_norm"] * 3]
+    curves = per_op_curves("norm", OpClassData("samples", rows), raw)
+    assert sorted(curves) == ["norm@native_batch_norm", "norm@native_layer_norm"]
+    assert curves["norm@native_batch_norm"].samples == rows[4:]
+    assert per_op_curves("norm", OpClassData("samples", rows[:4]), raw[:4]) == {}  # one op
+    # an op with fewer than three samples gets none
+    assert sorted(per_op_curves("pool", OpClassData("samples", rows[:6]), raw[:6])) == [
+        "pool@native_layer_norm"]
+
+
+def test_lstm_samples_timed_at_two_lengths_make_a_per_call_curve() -> None:
+    from ftmodel.calibration.ops import CPU_GRID, LSTM_SHORT_STEPS, LSTM_STEPS, op_samples
+    from ftmodel.calibration.sweep_stage import per_call_curve
+    from ftmodel.hardware.profile import OpClassData
+
+    lstm = [s for s in op_samples(True, CPU_GRID)["gemm@mkldnn_rnn_layer"] if not s.is_floor]
+    assert lstm and all(s.inputs[0].shape[1] == LSTM_STEPS for s in lstm)
+    assert all(s.short_inputs[0].shape[1] == LSTM_SHORT_STEPS for s in lstm)
+    rows = tuple((m, 0.0, 0.0, 1e-6) for m in (1e4, 1e5, 1e6))
+    raw = [{"per_call_s": 2e-4}, {"per_call_s": 3e-4}, {"per_call_s": 0.0}]
+    call = per_call_curve(OpClassData("samples", rows), raw)
+    assert call is not None
+    assert [r[3] for r in call.samples] == [2e-4, 3e-4, 1e-9]  # never zero: a curve's times
+    assert [r[0] for r in call.samples] == [1e4, 1e5, 1e6]
+    assert per_call_curve(OpClassData("samples", rows), [{}, {}, {}]) is None

@@ -408,6 +408,29 @@ def test_fused_layer_on_a_per_step_curve_costs_its_steps_times_a_step() -> None:
     assert t[1] == pytest.approx(2 * (macs + 1e5) / 1e10, rel=1e-2)
 
 
+def test_a_per_call_curve_adds_each_call_once_to_a_fused_layer() -> None:
+    # gemm@mkldnn_rnn_layer:per_call prices what a call of the layer costs besides its steps
+    # (oneDNN's weight re-order), at a step's work: 10 and 40 steps differ by 30 steps exactly
+    call = tuple((m, b_r, b_w, 2e-4) for m, b_r, b_w, _ in SAT_ROWS)
+    dm = DeviceModel(_device({"gemm@mkldnn_rnn_layer": OpClassData("samples", SAT_ROWS),
+                              "gemm@mkldnn_rnn_layer:per_call": OpClassData("samples", call),
+                              "gemm": OpClassData("samples", SAT_ROWS)}))
+    step_macs = 1e6
+
+    def layer(steps: int) -> Kernel:
+        return Kernel("gemm", int(step_macs * steps), 0, 0, "rnn",
+                      ("aten.mkldnn_rnn_layer.default",), variant=f"steps={steps},rec=0.5")
+
+    t10, t40 = dm.kernel_times_s([layer(10), layer(40)])
+    step_s = (step_macs + 1e5) / 1e10
+    assert t10 == pytest.approx(2e-4 + 10 * step_s, rel=1e-2)
+    assert t40 - t10 == pytest.approx(30 * step_s, rel=1e-2)
+    # without the per-call curve (an older profile) a call costs its steps only
+    old = DeviceModel(_device({"gemm@mkldnn_rnn_layer": OpClassData("samples", SAT_ROWS),
+                               "gemm": OpClassData("samples", SAT_ROWS)}))
+    assert old.kernel_times_s([layer(10)])[0] == pytest.approx(10 * step_s, rel=1e-2)
+
+
 def test_runtime_recurrent_nodes_take_its_per_step_curve() -> None:
     # ONNX Runtime's LSTM and GRU nodes (op names "LSTM", "GRU") are priced on its per-step
     # curve of fused layers when the profile has one (measured through its LSTM: each step's

@@ -346,3 +346,22 @@ def test_trace_gives_a_running_cprofile_back() -> None:
         prof.disable()
     profiled = {name for (_, _, name) in pstats.Stats(prof).stats}
     assert "after_trace" in profiled
+
+
+def test_max_pool1d_is_eagers_own_kernel_not_its_fake_tensor_path() -> None:
+    # on a tensor subclass (the tracer's fake tensors) F.max_pool1d takes its with-indices
+    # path; eager on plain CPU tensors runs max_pool1d's own kernel, which writes no indices
+    x = torch.randn(2, 8, 100)
+    pool1d = [r for r in trace(nn.MaxPool1d(4), x).records if not r.is_view]
+    assert [r.op for r in pool1d] == ["aten.max_pool1d.default"]
+    assert pool1d[0].op_class == "pool"
+    assert pool1d[0].bytes_read == x.numel() * 4
+    assert pool1d[0].bytes_written == 2 * 8 * 25 * 4  # the values only
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        nn.MaxPool1d(4)(x)
+    assert "aten::max_pool1d" in {e.key for e in prof.key_averages()}
+    # a 2-d pool keeps its indices, as eager writes them
+    pool2d = [r for r in trace(nn.MaxPool2d(2), torch.randn(2, 8, 10, 10)).records
+              if not r.is_view]
+    assert [r.op for r in pool2d] == ["aten.max_pool2d_with_indices.default"]
+    assert pool2d[0].bytes_written == 2 * 8 * 5 * 5 * (4 + 8)
