@@ -4,13 +4,15 @@
 framework launches, prices host events with the host profile and kernels with the device profile,
 and runs the host/device timelines. The crossover batch comes from the same predicted curves
 over continuous batch: per-kernel work is affine in batch (traced at batch 2 and 3), host
-overhead is constant in batch.
+overhead is constant in batch. Frameworks that export a graph per batch (TorchScript, ONNX
+Runtime) take it from the first requested batch's graph instead, each kernel's MACs and
+non-weight bytes proportional to batch (:func:`_at_batch`), rather than export two more graphs.
 """
 
 from __future__ import annotations
 
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 import os
 from typing import Any, Union, cast, overload
@@ -110,6 +112,21 @@ def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
                    bytes_written=lin(k1.bytes_written, k2.bytes_written),
                    bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
                    reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes))
+
+
+def _at_batch(k: Kernel, b0: int, b: int) -> Kernel:
+    """Kernel ``k`` of a program at batch ``b0``, at batch ``b``: MACs, bytes written and bytes
+    read other than weights in proportion to batch, weights as they are."""
+    r = b / b0
+
+    def per_batch(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        return tuple((sid, int(n * r)) for sid, n in ops)
+
+    act = max(k.bytes_read - k.bytes_weights, 0)
+    reads = k.reads if k.bytes_weights else per_batch(k.reads)
+    return replace(k, macs=int(k.macs * r), bytes_read=int(k.bytes_weights + act * r),
+                   bytes_written=int(k.bytes_written * r), reads=reads,
+                   writes=per_batch(k.writes))
 
 
 class Predictor:
@@ -235,7 +252,9 @@ class Predictor:
             return mapped_page_faults(program.kernels)
         return page_faults(program.kernels)
 
-    def crossover(self, p1: Program, p2: Program, warnings: list[str]) -> float | None:
+    def crossover(self, p1: Program, p2: Program, warnings: list[str], b1: float = 2.0
+                  ) -> float | None:
+        """The crossover batch from ``p1`` at batch ``b1`` and ``p2`` at ``b1 + 1``."""
         if len(p1.kernels) != len(p2.kernels) or any(
                 a.op_class != b.op_class for a, b in zip(p1.kernels, p2.kernels)):
             warnings.append("crossover batch not computed: the kernel sequence changes with "
@@ -244,7 +263,7 @@ class Predictor:
         overhead = self.program_timeline(p1).overhead_s
 
         def compute_at(b: float) -> float:
-            ks = tuple(_scaled(k1, k2, b) for k1, k2 in zip(p1.kernels, p2.kernels))
+            ks = tuple(_scaled(k1, k2, b, b1) for k1, k2 in zip(p1.kernels, p2.kernels))
             im = self.fw_host.in_model
             moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
             hot, cold = self.hot_cold_times_s(ks, [])
@@ -252,6 +271,20 @@ class Predictor:
             return im.get("device_scale", 1.0) * float(device_s.sum()) + moved
 
         return crossover(lambda b: overhead, compute_at)
+
+    def crossover_from(self, program: Callable[[int], Program], first_batch: int,
+                       warnings: list[str]) -> float | None:
+        """The crossover batch from the framework's programs (``program(b)``): at batch 2 and
+        3; for a framework that exports a graph per batch, from ``first_batch``'s alone
+        (:func:`_at_batch`), not two more exports."""
+        if self.framework.exports_graph:
+            p0 = program(first_batch)
+            p1 = replace(p0, kernels=tuple(_at_batch(k, first_batch, first_batch + 1)
+                                           for k in p0.kernels))
+            return self.crossover(p0, p1, warnings, float(first_batch))
+        # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the
+        # copies it needs from batch 2 on (BERT: 201 kernels at batch 1, 237 after)
+        return self.crossover(program(2), program(3), warnings)
 
     def predict(self, model: nn.Module, batches: Sequence[int], inputs: InputSpec = None
                 ) -> list[Prediction]:
@@ -269,9 +302,7 @@ class Predictor:
             return programs[b]
 
         warn_x: list[str] = []
-        # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the
-        # copies it needs from batch 2 on (BERT: 201 kernels at batch 1, 237 after)
-        xover = self.crossover(program(2), program(3), warn_x)
+        xover = self.crossover_from(program, batches[0], warn_x)
         preds = [self.prediction(program(b), self.kernel_arrays(program(b).kernels), b, xover,
                                  warn_x) for b in batches]
         if isinstance(inputs, DecodeInputs):

@@ -161,6 +161,39 @@ def test_crossover_batch_function(mlp: nn.Module, tiny_profile: HardwareProfile,
     assert b is None or 1.0 <= b <= 1024.0
 
 
+def test_an_exported_graph_gives_the_crossover_from_the_first_batch_alone(
+        tiny_profile: HardwareProfile) -> None:
+    # TorchScript and ONNX Runtime export a graph per batch: their crossover comes from the
+    # first requested batch's program, MACs and non-weight bytes in proportion to batch,
+    # not from two more exports; on an MLP (work affine in batch) both ways agree
+    import dataclasses
+
+    from ftmodel.api import Predictor, _at_batch
+
+    wide = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+    eager = Predictor("eager", tiny_profile)
+    programs: dict[int, Any] = {}
+
+    def program(b: int) -> Any:
+        programs[b] = eager.lower(wide, torch.randn(b, 16), b,
+                                  eager.trace(wide, torch.randn(b, 16), b))
+        return programs[b]
+
+    want = eager.crossover_from(program, 5, [])
+    assert sorted(programs) == [2, 3] and want is not None
+    exported = Predictor("eager", tiny_profile)
+    exported.framework = dataclasses.replace(eager.framework, exports_graph=True)
+    programs.clear()
+    got = exported.crossover_from(program, 5, [])
+    assert sorted(programs) == [5]  # one program
+    assert got == pytest.approx(want, rel=0.02)
+    k = programs[5].kernels[0]  # the first GEMM: 5 rows of 16 against 16x32 weights
+    k10 = _at_batch(k, 5, 10)
+    assert k10.macs == 2 * k.macs and k10.bytes_weights == k.bytes_weights
+    assert k10.bytes_read - k.bytes_weights == 2 * (k.bytes_read - k.bytes_weights)
+    assert k10.bytes_written == 2 * k.bytes_written
+
+
 def test_package_exports() -> None:
     from ftmodel import errors
     from ftmodel.hardware.registry import list_profiles

@@ -54,7 +54,8 @@ attributes that are not plain data are traced every time (``cache_info().uncache
 which). The oracle is not thread-safe.
 
 ``crossover=False`` (the default) skips the crossover batch (``crossover_batch`` is None): it
-needs programs at batch 2 and 3 and a root search, several times the cost of a prediction.
+needs programs at batch 2 and 3 (TorchScript and ONNX Runtime: the first batch's) and a root
+search, several times the cost of a prediction.
 With ``crossover=True`` every field equals ``predict_latency``'s.
 """
 
@@ -261,8 +262,8 @@ class CostOracle:
         xover: float | None = None
         warn_x: list[str] = []
         if self.crossover:
-            xover = pred.crossover(self._program(model, plan, inputs, 2)[0],
-                                   self._program(model, plan, inputs, 3)[0], warn_x)
+            xover = pred.crossover_from(lambda b: self._program(model, plan, inputs, b)[0],
+                                        batches[0], warn_x)
         out = []
         for b in batches:
             program, parts = self._program(model, plan, inputs, b)
