@@ -46,6 +46,7 @@ from ftmodel.tools.corpus import CORPUS, FAMILIES, get_corpus_model, is_held_out
 from ftmodel.errors import FtmodelError  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
+from ftmodel.calibration.suite import REFERENCE_SHAPE, reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
@@ -145,9 +146,19 @@ def _cells(rows: Sequence[dict[str, Any]], heaps: Sequence[str]) -> str:
     return " | ".join(cells)
 
 
+def _speed_line(probes: Sequence[float], profile: Any) -> str:
+    """The reference GEMM's times during the run beside its calibration's."""
+    seen = [float(p["s"]) for p in getattr(profile, "provenance", {}).get("reference_probe", [])]
+    cal = (f"; its calibration: {', '.join(f'{t * 1e3:.2f}' for t in seen)} ms" if seen
+           else "")
+    return (f"- machine speed: the calibration's reference GEMM ({' x '.join(map(str, REFERENCE_SHAPE))}, "
+            f"fp32) took {', '.join(f'{t * 1e3:.2f}' for t in probes)} ms before each pass and "
+            f"after the last{cal}")
+
+
 def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
              run_failed: dict[str, str], args: argparse.Namespace, elapsed_s: float,
-             profile_desc: str) -> str:
+             profile_desc: str, probes: Sequence[float] = (), profile: Any = None) -> str:
     heaps = list(dict.fromkeys(r["heap"] for r in rows))
     spreads = [r["spread"] for r in rows]
     proc = [r["process_spread"] for r in rows]
@@ -170,6 +181,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         + (f"; between processes median {np.median(proc):.1%}, P90 "
            f"{np.percentile(proc, 90):.1%} (slowest process / fastest − 1)"
            if args.processes > 1 else "") if rows else "- no points",
+        *([_speed_line(probes, profile)] if probes else []),
         "",
         "APE = |predicted − measured| / measured; ratio = median predicted / measured; the MACs "
         "proxy is `a + b·MACs` fitted by least squares on the same points (its fit sees the "
@@ -249,7 +261,9 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
     # (model, heap, batch) -> one measurement per process; each pass measures every model once,
     # so a model's processes lie minutes apart rather than back to back
     points: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    probes: list[float] = []  # the machine's speed: calibration's reference GEMM, per pass
     for n_pass in range(args.processes):
+        probes.append(reference_probe_s("cpu", 5))
         print(f"{framework}: measuring, one process per model and heap setting"
               + (f" (pass {n_pass + 1} of {args.processes})" if args.processes > 1 else ""),
               flush=True)
@@ -272,6 +286,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                                  + (f"/{p.latency_s * 1e3:.2f}" if p is not None else ""))
                 print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    probes.append(reference_probe_s("cpu", 5))
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:
@@ -308,7 +323,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
             w.writeheader()
             w.writerows(rows)
     text = _summary(rows, framework, failed, run_failed, args, time.time() - started,
-                    profile_desc)
+                    profile_desc, probes, profile)
     stem.with_name(stem.name + "-summary.md").write_text(text)
     print(text, flush=True)
 
