@@ -6,7 +6,7 @@ and runs the host/device timelines. The crossover batch comes from the same pred
 over continuous batch: per-kernel work is affine in batch (traced at batch 2 and 3), host
 overhead is constant in batch. Frameworks that export a graph per batch (TorchScript, ONNX
 Runtime) take it from the first requested batch's graph instead, each kernel's MACs and
-non-weight bytes proportional to batch (:func:`_at_batch`), rather than export two more graphs.
+non-weight bytes proportional to batch (:func:`kernel_at_batch`), not two more exports.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
                    reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes))
 
 
-def _at_batch(k: Kernel, b0: int, b: int) -> Kernel:
+def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
     """Kernel ``k`` of a program at batch ``b0``, at batch ``b``: MACs, bytes written and bytes
     read other than weights in proportion to batch, weights as they are."""
     r = b / b0
@@ -276,10 +276,10 @@ class Predictor:
                        warnings: list[str]) -> float | None:
         """The crossover batch from the framework's programs (``program(b)``): at batch 2 and
         3; for a framework that exports a graph per batch, from ``first_batch``'s alone
-        (:func:`_at_batch`), not two more exports."""
+        (:func:`kernel_at_batch`), not two more exports."""
         if self.framework.exports_graph:
             p0 = program(first_batch)
-            p1 = replace(p0, kernels=tuple(_at_batch(k, first_batch, first_batch + 1)
+            p1 = replace(p0, kernels=tuple(kernel_at_batch(k, first_batch, first_batch + 1)
                                            for k in p0.kernels))
             return self.crossover(p0, p1, warnings, float(first_batch))
         # batch 2 and 3, not 1 and 2: at batch 1 matmul folds 4-d operands into bmm without the

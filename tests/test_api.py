@@ -168,7 +168,7 @@ def test_an_exported_graph_gives_the_crossover_from_the_first_batch_alone(
     # not from two more exports; on an MLP (work affine in batch) both ways agree
     import dataclasses
 
-    from ftmodel.api import Predictor, _at_batch
+    from ftmodel.api import Predictor, kernel_at_batch
 
     wide = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
     eager = Predictor("eager", tiny_profile)
@@ -188,7 +188,7 @@ def test_an_exported_graph_gives_the_crossover_from_the_first_batch_alone(
     assert sorted(programs) == [5]  # one program
     assert got == pytest.approx(want, rel=0.02)
     k = programs[5].kernels[0]  # the first GEMM: 5 rows of 16 against 16x32 weights
-    k10 = _at_batch(k, 5, 10)
+    k10 = kernel_at_batch(k, 5, 10)
     assert k10.macs == 2 * k.macs and k10.bytes_weights == k.bytes_weights
     assert k10.bytes_read - k.bytes_weights == 2 * (k.bytes_read - k.bytes_weights)
     assert k10.bytes_written == 2 * k.bytes_written
