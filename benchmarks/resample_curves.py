@@ -25,10 +25,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ftmodel.calibration.ops import CPU_GRID, PER_OP_CLASSES, op_samples  # noqa: E402
-from ftmodel.calibration.sweep_stage import (class_stage, per_call_curve,  # noqa: E402
-                                             per_op_curves)
-from ftmodel.estimate.curves import PER_CALL  # noqa: E402
+from ftmodel.calibration.ops import CPU_GRID, op_samples  # noqa: E402
+from ftmodel.calibration.sweep_stage import class_stage, derived_curves  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
 from ftmodel.measure import cache_flusher, keep_heap, last_level_cache_bytes  # noqa: E402
@@ -63,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             op_classes[cls], raw[cls], _ = class_stage(
                 sweeps[cls], "cpu", 5, 0.03, flush,
                 host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
-            if cls in PER_OP_CLASSES:
-                op_classes.update(per_op_curves(cls, op_classes[cls], raw[cls]))
-            call = per_call_curve(op_classes[cls], raw[cls])
-            if call is not None:
-                op_classes[cls + PER_CALL] = call
+            op_classes.update(derived_curves(cls, op_classes[cls], raw[cls]))
     provenance = dict(prof.provenance, raw_op_times=raw)
     provenance["resampled"] = list(provenance.get("resampled", [])) + [{
         "classes": classes, "from": str(args.profile),

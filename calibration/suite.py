@@ -66,12 +66,11 @@ from ftmodel.calibration.framework_host import compile_limits, framework_host_st
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
-from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, PER_OP_CLASSES, op_samples
-from ftmodel.calibration.sweep_stage import (caller, class_stage, measure_group, per_call_curve,
-                                             per_op_curves, subset_curve)
+from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
+from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves, measure_group,
+                                             subset_curve)
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
-from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.timeline import host_costs_s
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
@@ -343,15 +342,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     classes[cls], raw[cls], variants = class_stage(
                         sweeps[cls], device, rounds, round_s, flush,
                         host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
-                    call = per_call_curve(classes[cls], raw[cls])
-                    if call is not None:  # a fused layer's cost per call, besides its steps
-                        classes[cls + PER_CALL] = call
                     for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
                         keep = [i for i, rv in enumerate(variants) if rv == v]
                         if len(keep) >= 3:
                             classes[f"{cls}:{v}"] = subset_curve(classes[cls], keep)
-                    if cls in PER_OP_CLASSES:  # e.g. norm@native_batch_norm
-                        classes.update(per_op_curves(cls, classes[cls], raw[cls]))
+                    classes.update(derived_curves(cls, classes[cls], raw[cls]))
                     bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                     write_profile(snapshot(False), path)
                 probe("op sweeps")

@@ -14,9 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftmodel.calibration.ops import OpSample
+from ftmodel.calibration.ops import PER_OP_CLASSES, OpSample
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
+from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
 from ftmodel.tracing.formulas import steps_of
@@ -24,7 +25,7 @@ from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve",
-           "per_op_curves", "per_call_curve"]
+           "per_op_curves", "per_call_curve", "derived_curves"]
 
 
 def to_device(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
@@ -172,4 +173,15 @@ def per_op_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]
         keep = [i for i, o in enumerate(ops) if o == op]
         if len(keep) >= 3:
             out[f"{op_class}@{op}"] = subset_curve(data, keep)
+    return out
+
+
+def derived_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]]
+                   ) -> dict[str, OpClassData]:
+    """The curves a measured class adds besides its own: one per op (:data:`PER_OP_CLASSES`,
+    :func:`per_op_curves`) and the per-call curve of fused layers (:func:`per_call_curve`)."""
+    out = per_op_curves(op_class, data, raw) if op_class in PER_OP_CLASSES else {}
+    call = per_call_curve(data, raw)
+    if call is not None:  # a fused layer's cost per call, besides its steps
+        out[op_class + PER_CALL] = call
     return out
