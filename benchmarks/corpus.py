@@ -102,6 +102,30 @@ def _measure(name: str, framework: str, batches: Sequence[int], keep_heap: bool,
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def _at_speed(m: dict[str, Any], nominal_s: float | None) -> float | None:
+    """One process's time of a point at the calibration's machine speed: each round's median
+    scaled by ``nominal / reference`` (the references timed around the round), fastest round;
+    None without a nominal speed or references."""
+    refs = m.get("round_references_s")
+    if nominal_s is None or not refs or len(refs) != len(m["round_medians_s"]) + 1:
+        return None
+    return min(t * nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
+               for i, t in enumerate(m["round_medians_s"]))
+
+
+def at_speed_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows again, measured at the calibration's speed, as a heap setting of their own
+    (``"<heap>, at calibration speed"``) for the summary's tables; none without that time."""
+    out = []
+    for r in rows:
+        t = float(r.get("measured_at_speed_s", np.nan))
+        if np.isfinite(t) and t > 0:
+            out.append({**r, "heap": f"{r['heap']}, at calibration speed", "measured_s": t,
+                        "ratio": r["predicted_s"] / t,
+                        "ape": abs(r["predicted_s"] - t) / t})
+    return out
+
+
 def _stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
     ape = np.abs(pred - meas) / meas
     rho = float(spearmanr(pred, meas).statistic) if len(meas) > 2 else float("nan")
@@ -159,9 +183,13 @@ def _speed_line(probes: Sequence[float], profile: Any) -> str:
 def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
              run_failed: dict[str, str], args: argparse.Namespace, elapsed_s: float,
              profile_desc: str, probes: Sequence[float] = (), profile: Any = None) -> str:
-    heaps = list(dict.fromkeys(r["heap"] for r in rows))
     spreads = [r["spread"] for r in rows]
     proc = [r["process_spread"] for r in rows]
+    proc_at_speed = [float(r["process_spread_at_speed"]) for r in rows
+                     if np.isfinite(r.get("process_spread_at_speed", np.nan))]
+    speed_rows = at_speed_rows(rows)
+    rows = [*rows, *speed_rows]
+    heaps = list(dict.fromkeys(r["heap"] for r in rows))
     lines = [
         f"# Corpus validation: {framework} on {cpu_name()}",
         "",
@@ -180,8 +208,17 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         f"{np.percentile(spreads, 90):.1%} (slowest round / fastest round − 1)"
         + (f"; between processes median {np.median(proc):.1%}, P90 "
            f"{np.percentile(proc, 90):.1%} (slowest process / fastest − 1)"
-           if args.processes > 1 else "") if rows else "- no points",
+           if args.processes > 1 else "")
+        + (f"; at the calibration's speed, between processes median "
+           f"{np.median(proc_at_speed):.1%}, P90 {np.percentile(proc_at_speed, 90):.1%}"
+           if args.processes > 1 and proc_at_speed else "") if rows else "- no points",
         *([_speed_line(probes, profile)] if probes else []),
+        *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
+           "reference GEMM time over the reference timed around that round in the same process "
+           "(`ftmodel.speed`), the same scaling the calibration applied to its own "
+           "measurements: the machine's changes of speed between calibration and measurement, "
+           "and between processes, taken out; the plain rows are the times as measured"]
+          if speed_rows else []),
         "",
         "APE = |predicted − measured| / measured; ratio = median predicted / measured; the MACs "
         "proxy is `a + b·MACs` fitted by least squares on the same points (its fit sees the "
@@ -287,6 +324,8 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                 print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     probes.append(reference_probe_s("cpu", 5))
+    speed = profile.provenance.get("speed") or {}
+    nominal_s = float(speed["reference_s"]) if speed.get("normalised") else None
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:
@@ -300,6 +339,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     continue
                 times = [m["time_s"] for m in ms]
                 measured = float(np.median(times))
+                at_speed = [_at_speed(m, nominal_s) for m in ms]
                 rows.append({
                     "model": name, "family": zm.family,
                     "half": "held-out" if is_held_out(name) else "tuning",
@@ -315,7 +355,14 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     "ratio": p.latency_s / measured,
                     "ape": abs(p.latency_s - measured) / measured,
                     "overhead_s": p.overhead_s, "compute_s": p.compute_s, "macs": p.macs,
-                    "n_launches": p.n_launches})
+                    "n_launches": p.n_launches,
+                    "reference_s": float(np.median([t for m in ms
+                                                    for t in m.get("round_references_s", [])]
+                                                   or [np.nan])),
+                    "measured_at_speed_s": (float(np.median(at_speed))
+                                            if None not in at_speed else np.nan),
+                    "process_spread_at_speed": (max(at_speed) / min(at_speed) - 1
+                                                if None not in at_speed else np.nan)})
     stem = out / f"corpus-{framework}"
     if rows:
         with open(stem.with_suffix(".csv"), "w", newline="") as f:

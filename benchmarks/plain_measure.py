@@ -4,7 +4,10 @@ but torch's thread count, timed with ``torch.utils.benchmark.Timer``.
     python benchmarks/plain_measure.py --model resnet34@96 --framework eager --batches 1,4,16
 
 Prints one JSON object on stdout: per batch, the fastest round's median (``time_s``), every
-round's median, and the minor page faults per call. Batches run in ascending order, each warmed
+round's median, the minor page faults per call, and the machine's speed around the rounds: the
+reference GEMM of :mod:`ftmodel.speed` timed before the first round and after each
+(``round_references_s``, one more than rounds), with which ``benchmarks/corpus.py`` expresses
+the time at its calibration's speed. Batches run in ascending order, each warmed
 up and then timed in ``--rounds`` rounds of ``Timer.blocked_autorange``; glibc's malloc keeps its
 defaults unless ``--keep-heap`` (``ftmodel.measure.keep_heap``). Frameworks other than eager run
 the artifact ftmodel's runner builds (the ONNX Runtime session, the frozen TorchScript module,
@@ -20,6 +23,7 @@ import argparse
 import json
 import resource
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -56,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from ftmodel.tools.corpus import get_corpus_model
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tracing.inputs import resolve_inputs
+    from ftmodel.speed import SpeedMeter
+
+    meter = SpeedMeter(nominal_s=1.0)  # only its references are used here
+
+    def reference_s() -> float:  # after the framework's worker threads have gone quiet
+        if fw.settle_s > 0:
+            time.sleep(fw.settle_s)
+        return meter.reference_s()
 
     zm = get_corpus_model(args.model)
     torch.manual_seed(0)
@@ -76,12 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.warmup):
             fn()
         timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=args.threads)
-        medians = [timer.blocked_autorange(min_run_time=args.round_s).median
-                   for _ in range(args.rounds)]
+        refs = [reference_s()]
+        medians = []
+        for _ in range(args.rounds):
+            medians.append(timer.blocked_autorange(min_run_time=args.round_s).median)
+            refs.append(reference_s())
         points = out["points"]
         assert isinstance(points, dict)
         points[str(b)] = {"time_s": min(medians), "round_medians_s": medians,
-                          "faults_per_call": _faults_per_call(fn, 3)}
+                          "faults_per_call": _faults_per_call(fn, 3),
+                          "round_references_s": refs}
     print(json.dumps(out))
     return 0
 

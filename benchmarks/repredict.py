@@ -11,7 +11,8 @@ predicted and measured are not from the same run).
         --profile benchmarks/results/cpu-epyc/cpu-profile-13.json  # a corpus run, per half
 
 A corpus CSV (``benchmarks/corpus.py`` output, with a ``half`` column) is re-predicted with the
-heap setting each row was predicted for, and its figures are given per half.
+heap setting each row was predicted for, and its figures are given per half (and, where the run recorded them, against the times at its
+calibration's machine speed).
 
 Prints median / P90 APE and Spearman ρ of the committed predictions and of the new ones on the
 same measured points, and the models whose median APE moved most.
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         heap = r.get("predicted_heap") or "kept"
         by_model.setdefault((r["model"], heap), []).append(r)
-    old, new, meas, names, halves = [], [], [], [], []
+    old, new, meas, names, halves, at_speed = [], [], [], [], [], []
     for (name, heap), rs in by_model.items():
         zm = get_corpus_model(name) if corpus else get_model(name)
         torch.manual_seed(0)
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
             meas.append(float(r["measured_s"]))
+            at_speed.append(float(r.get("measured_at_speed_s") or "nan"))
             names.append(name)
             halves.append(r.get("half", "all"))
     o, n, m = np.array(old), np.array(new), np.array(meas)
@@ -85,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         label = "" if half == "all" else f"{half} half, {int(sel.sum())} points: "
         print(f"  {label}committed predictions: {_stats(o[sel], m[sel])}")
         print(f"  {label}current code:          {_stats(n[sel], m[sel])}")
+        a = np.array(at_speed)[sel]
+        if np.isfinite(a).all():  # measured times at the calibration's speed (corpus runs)
+            print(f"  {label}current code, at calibration speed: {_stats(n[sel], a)}")
     change = np.abs(n - o) / o
     print(f"  predictions moved: median {np.median(change):.2%}, max {change.max():.2%}")
     moved = []

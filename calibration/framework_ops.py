@@ -41,6 +41,7 @@ eager curves.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -61,6 +62,7 @@ from ftmodel.frameworks.base import get_framework
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.measure import measure_interleaved
+from ftmodel.speed import at_nominal_speed
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
@@ -170,9 +172,10 @@ def ts_conv_time_s(sample: OpSample, batch: int) -> float | None:
     torch.manual_seed(0)
     pre = nn.Conv2d(int(x.shape[1]), int(x.shape[1]), 1, bias=False).eval().requires_grad_(False)
     both = nn.Sequential(pre, sample.module).eval()
-    t_both = ts_node_time_s(ts.runner(both, sample.inputs, batch))
-    t_pre = ts_node_time_s(ts.runner(pre, sample.inputs, batch))
-    if t_both is None or t_pre is None:
+    run_both, run_pre = ts.runner(both, sample.inputs, batch), ts.runner(pre, sample.inputs, batch)
+    t_both = at_nominal_speed(lambda: ts_node_time_s(run_both) or math.nan)
+    t_pre = at_nominal_speed(lambda: ts_node_time_s(run_pre) or math.nan)
+    if math.isnan(t_both) or math.isnan(t_pre):
         return None
     return max(t_both - t_pre, 1e-9)
 

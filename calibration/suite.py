@@ -30,12 +30,17 @@ frameworks into an existing profile of this machine (:mod:`ftmodel.calibration.u
 After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
 what it measured (``provenance.complete`` is false and the missing op classes are listed).
 
-Around the stages a fixed reference GEMM is timed (:func:`reference_probe_s`;
-``provenance.reference_probe``, one entry per stage boundary): ``provenance.reference_drift``
-(slowest / fastest − 1) says how much the machine's own speed moved while it was measured. Two
-fresh calibrations of a shared 2-vCPU VM that disagreed by 10% in their in-model device scale
-had seen their reference move by 13% during one of them; a drift above
-:data:`DRIFT_WARNING` is reported by ``ftmodel calibrate``.
+On a CPU every measurement is expressed at one machine speed (:mod:`ftmodel.speed`): a
+reference GEMM is timed around each block of calls and each time is scaled by the reference's
+nominal time over its time then. The nominal time is taken at the start (a profile updated with
+``--update`` keeps its own) and recorded as ``provenance.speed`` with the references seen, so that
+a benchmark can express what it measures at the same speed. Around the stages the reference is
+also timed on its own (:func:`reference_probe_s`; ``provenance.reference_probe``, one entry per
+stage boundary): ``provenance.reference_drift`` (slowest / fastest − 1) says how much the
+machine's own speed moved while it was measured. Before the scaling, two fresh calibrations of a
+shared 2-vCPU VM that disagreed by 10% in their in-model device scale had seen their reference
+move by 13% during one of them; a drift above :data:`DRIFT_WARNING` is reported by ``ftmodel
+calibrate``.
 
 On CUDA the device is marked asynchronous and timed with CUDA events; three things differ: the
 sweeps use the GPU-sized grid (:data:`ftmodel.calibration.ops.GPU_GRID`, operands made on the GPU), a
@@ -79,6 +84,7 @@ from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProf
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_kept, keep_heap,
                              last_level_cache_bytes, measure, measure_interleaved, set_threads)
+from ftmodel.speed import REFERENCE_SHAPE, SpeedMeter, speed_normalised
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["calibrate", "reference_drift", "reference_probe_s", "REFERENCE_SHAPE",
@@ -125,10 +131,9 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 
-# The machine-speed probe: one fixed GEMM (64x1024 by 1024x1024, fp32), timed before and after
-# each stage. A shared VM's speed moves by 10-30% over minutes; a stage whose curves and the
+# The machine-speed probe: ftmodel.speed's reference GEMM, timed on its own before and after
+# each stage. A shared VM's speed moves by 10-100% over minutes; a stage whose curves and the
 # in-model networks timed after them saw different speeds fits that change into its scales.
-REFERENCE_SHAPE = (64, 1024, 1024)
 DRIFT_WARNING = 0.10  # above this, `ftmodel calibrate` suggests measuring again
 
 
@@ -137,7 +142,8 @@ def reference_probe_s(device: str, rounds: int) -> float:
     m, k, n = REFERENCE_SHAPE
     a = torch.randn(m, k, device=device)
     b = torch.randn(k, n, device=device)
-    return measure(lambda: torch.mm(a, b), device=device, rounds=max(3, rounds), warmup=3,
+    with speed_normalised(None):  # the probe reports the raw speed
+        return measure(lambda: torch.mm(a, b), device=device, rounds=max(3, rounds), warmup=3,
                    round_s=0.05).time_s
 
 
@@ -208,6 +214,20 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
          "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
+
+
+def _speed_meter(device: str, base: HardwareProfile | None) -> SpeedMeter | None:
+    """The meter a CPU calibration scales its measurements with: a new nominal speed for a
+    fresh profile, the profile's own for an update (none for a profile measured without one:
+    its earlier stages were not scaled, and the new ones must match them)."""
+    if device != "cpu":
+        return None
+    if base is None:
+        return SpeedMeter(device)
+    speed = base.provenance.get("speed")
+    if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("reference_s"):
+        return SpeedMeter(device, nominal_s=float(speed["reference_s"]))
+    return None
 
 
 def _canonical_or_raw(name: str) -> str:
@@ -312,10 +332,13 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
                             execution="sync" if device == "cpu" else "async",
                             op_classes=dict(classes), dtypes=("fp32",), cache=dict(cache))
+        if meter is not None:
+            provenance["speed"] = meter.summary()
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
     in_model = in_model_stage_async if device.startswith("cuda") else _in_model_stage
+    meter = _speed_meter(device, base)
     probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
     provenance["reference_probe"] = probes
 
@@ -325,7 +348,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         provenance["reference_drift"] = round(reference_drift(probes), 4)
 
     try:
-        with torch.no_grad():
+        with torch.no_grad(), speed_normalised(meter):
             probe("start")
             if base is None:  # the eager host part and the shared device half
                 fh = _host_stage(programs, device, rounds, round_s, bar)

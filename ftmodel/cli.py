@@ -147,7 +147,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"classes, threads={prof.provenance['threads']})")
     from ftmodel.calibration.suite import DRIFT_WARNING
     drift = float(prof.provenance.get("reference_drift", 0.0))
-    if drift > DRIFT_WARNING:
+    speed = prof.provenance.get("speed") or {}
+    if drift > DRIFT_WARNING and speed.get("normalised"):
+        print(f"note: this machine's speed moved by {drift:.0%} while it was measured (a "
+              f"reference GEMM timed between the stages; provenance.reference_probe); every "
+              f"measurement was scaled to the speed at which the reference took "
+              f"{speed['reference_s'] * 1e3:.2f} ms (provenance.speed), and predictions are for "
+              f"the machine at that speed")
+    elif drift > DRIFT_WARNING:
         print(f"note: this machine's speed moved by {drift:.0%} while it was measured (a "
               f"reference GEMM timed between the stages; provenance.reference_probe); the "
               f"profile may be off by as much: calibrate again when the machine is quiet")

@@ -64,6 +64,10 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     times = [p["s"] for p in probes]
     assert prof.provenance["reference_drift"] == pytest.approx(max(times) / min(times) - 1,
                                                                abs=1e-4)
+    # every measurement scaled to one speed: the nominal reference time and those seen
+    speed = prof.provenance["speed"]
+    assert speed["normalised"] is True and speed["reference_s"] > 0
+    assert speed["references"] > 100 and 0 < speed["min_s"] <= speed["median_s"] <= speed["max_s"]
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
@@ -245,6 +249,8 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert after.provenance["updates"][-1]["frameworks"] == ["torchscript"]
     assert "torchscript" in after.provenance["frameworks"]
     assert after.provenance["date"] == before.provenance["date"]  # the original calibration's
+    # the new stages are measured at the speed the profile's first ones were scaled to
+    assert after.provenance["speed"]["reference_s"] == before.provenance["speed"]["reference_s"]
 
 
 def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_one(
