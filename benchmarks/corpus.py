@@ -187,9 +187,10 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
     proc = [r["process_spread"] for r in rows]
     proc_at_speed = [float(r["process_spread_at_speed"]) for r in rows
                      if np.isfinite(r.get("process_spread_at_speed", np.nan))]
+    measured_heaps = list(dict.fromkeys(r["heap"] for r in rows))
     speed_rows = at_speed_rows(rows)
     rows = [*rows, *speed_rows]
-    heaps = list(dict.fromkeys(r["heap"] for r in rows))
+    heaps = list(dict.fromkeys(r["heap"] for r in rows))  # table columns
     lines = [
         f"# Corpus validation: {framework} on {cpu_name()}",
         "",
@@ -202,7 +203,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
            f"{args.processes} fresh processes per model (one per pass over the corpus; a "
            "point's time is the median of its processes')")
         + f" (torch.utils.benchmark.Timer, {args.rounds} rounds of "
-        f"{args.round_s} s, fastest round's median); heap settings: {', '.join(heaps)} "
+        f"{args.round_s} s, fastest round's median); heap settings: {', '.join(measured_heaps)} "
         "(plain = glibc's defaults, kept = heap kept mapped)",
         f"- noise: median round spread {np.median(spreads):.1%}, P90 "
         f"{np.percentile(spreads, 90):.1%} (slowest round / fastest round − 1)"
@@ -359,6 +360,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     "reference_s": float(np.median([t for m in ms
                                                     for t in m.get("round_references_s", [])]
                                                    or [np.nan])),
+                    "nominal_reference_s": nominal_s if nominal_s is not None else np.nan,
                     "measured_at_speed_s": (float(np.median(at_speed))
                                             if None not in at_speed else np.nan),
                     "process_spread_at_speed": (max(at_speed) / min(at_speed) - 1

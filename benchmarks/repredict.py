@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     fw = args.framework or rows[0]["framework"]
     profile = load_profile(args.profile)  # a path or a built-in name
     corpus = "half" in rows[0]
+    speed = profile.provenance.get("speed") or {}
+    nominal_s = float(speed["reference_s"]) if speed.get("normalised") else float("nan")
     predictors: dict[str, Predictor] = {}
 
     def predictor(heap: str) -> Predictor:  # validate.py measures with the heap kept
@@ -77,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
             meas.append(float(r["measured_s"]))
-            at_speed.append(float(r.get("measured_at_speed_s") or "nan"))
+            # at the calibration's nominal speed; re-expressed at this profile's
+            at_speed.append(float(r.get("measured_at_speed_s") or "nan") * nominal_s
+                            / float(r.get("nominal_reference_s") or "nan"))
             names.append(name)
             halves.append(r.get("half", "all"))
     o, n, m = np.array(old), np.array(new), np.array(meas)

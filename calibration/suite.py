@@ -32,9 +32,12 @@ what it measured (``provenance.complete`` is false and the missing op classes ar
 
 On a CPU every measurement is expressed at one machine speed (:mod:`ftmodel.speed`): a
 reference GEMM is timed around each block of calls and each time is scaled by the reference's
-nominal time over its time then. The nominal time is taken at the start (a profile updated with
-``--update`` keeps its own) and recorded as ``provenance.speed`` with the references seen, so that
-a benchmark can express what it measures at the same speed. Around the stages the reference is
+nominal time over its time then. The nominal time is taken at the start; at the end the
+finished profile is re-expressed at the median of all the references it took
+(:func:`ftmodel.calibration.rescale.at_speed`: the machine's typical speed, not its speed in the
+first seconds), which ``provenance.speed.reference_s`` records with the references seen, so
+that a benchmark can express what it measures at the same speed. A profile updated with
+``--update`` measures at its own nominal time. Around the stages the reference is
 also timed on its own (:func:`reference_probe_s`; ``provenance.reference_probe``, one entry per
 stage boundary): ``provenance.reference_drift`` (slowest / fastest − 1) says how much the
 machine's own speed moved while it was measured. Before the scaling, two fresh calibrations of a
@@ -55,6 +58,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
+import statistics
 import time
 from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,6 +78,7 @@ from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synt
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves, measure_group,
                                              subset_curve)
+from ftmodel.calibration.rescale import at_speed
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.estimate.timeline import host_costs_s
@@ -332,8 +337,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
                             execution="sync" if device == "cpu" else "async",
                             op_classes=dict(classes), dtypes=("fp32",), cache=dict(cache))
-        if meter is not None:
-            provenance["speed"] = meter.summary()
+        if meter is not None:  # an update keeps the nominal time and where it came from
+            provenance["speed"] = {**provenance.get("speed", {}), **meter.summary()}
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
@@ -417,5 +422,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         raise
     bar.close()
     profile = snapshot(True)
+    if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
+        profile = at_speed(profile, statistics.median(meter.seen_s))
     write_profile(profile, path)
     return profile

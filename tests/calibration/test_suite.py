@@ -68,6 +68,60 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     speed = prof.provenance["speed"]
     assert speed["normalised"] is True and speed["reference_s"] > 0
     assert speed["references"] > 100 and 0 < speed["min_s"] <= speed["median_s"] <= speed["max_s"]
+    # re-expressed at the machine's typical speed: the median of the references it took
+    assert speed["reference_s"] == speed["median_s"] and speed["start_reference_s"] > 0
+
+
+class _Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(32, 64, batch_first=True)
+        self.head = nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    from ftmodel.api import Predictor
+    from ftmodel.calibration.rescale import at_speed
+    import ftmodel.estimate.curves as curves
+    import ftmodel.estimate.kernels as kernels
+
+    # the two thresholds of timer resolution are absolute: a sample scaled across one changes
+    # which samples set the physics floor or count as an inversion; without them, every
+    # prediction is the original times the factor (to 1%: a sample's time net of its floor
+    # can be zero or a nanosecond, and such times are clamped to one nanosecond; a time field
+    # left unscaled moves these predictions by far more)
+    monkeypatch.setattr(kernels, "FLOOR_SAMPLE_MIN_S", 0.0)
+    monkeypatch.setattr(curves, "INVERSION_MIN_S", 0.0)
+
+    prof = read_profile(quick_profile)
+    slow = at_speed(prof, 2.5 * prof.provenance["speed"]["reference_s"])
+    assert slow.provenance["speed"]["start_reference_s"] == \
+        prof.provenance["speed"]["start_reference_s"]
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Conv2d(16, 16, 3, groups=16), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.LayerNorm(16), nn.Linear(16, 10)).eval()
+    cases: list[tuple[str, nn.Module, torch.Tensor]] = [
+        ("eager", cnn, torch.randn(1, 3, 64, 64)),
+        ("eager", _Recurrent().eval(), torch.randn(1, 24, 32)),
+        ("eager", mlp(4, 64), torch.randn(1, 256))]
+    if HAS_ORT:
+        cases.append(("onnxruntime", cnn, torch.randn(1, 3, 64, 64)))
+    for fw, model, x in cases:
+        for heap in ("kept", "plain"):
+            before = Predictor(fw, prof, heap=heap).predict(model, [1, 16], x)
+            after = Predictor(fw, slow, heap=heap).predict(model, [1, 16], x)
+            for a, b in zip(before, after):
+                assert b.latency_s == pytest.approx(2.5 * a.latency_s, rel=1e-2), (fw, heap)
+                assert b.overhead_s == pytest.approx(2.5 * a.overhead_s, rel=1e-2)
+                assert b.compute_s == pytest.approx(2.5 * a.compute_s, rel=1e-2)
+    with pytest.raises(ValueError, match="must be positive"):
+        at_speed(prof, 0.0)
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
