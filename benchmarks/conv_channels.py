@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.measure import keep_heap, measure_interleaved  # noqa: E402
-from ftmodel.speed import SpeedMeter, speed_normalised  # noqa: E402
+from ftmodel.speed import SpeedMeter, nominal_reference_s, speed_normalised  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     keep_heap()
     profile = load_profile(args.profile)
-    speed = profile.provenance.get("speed") or {}
-    meter = SpeedMeter(nominal_s=float(speed["reference_s"])) if speed.get("normalised") \
-        else None
+    nominal_s = nominal_reference_s(profile.provenance)
+    meter = SpeedMeter(nominal_s=nominal_s) if nominal_s is not None else None
     predictor = Predictor("eager", profile, heap="kept")
     fns, predicted = {}, {}
     for c in (int(x) for x in args.channels.split(",")):

@@ -46,8 +46,9 @@ from ftmodel.tools.corpus import CORPUS, FAMILIES, get_corpus_model, is_held_out
 from ftmodel.errors import FtmodelError  # noqa: E402
 from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.calibration.suite import REFERENCE_SHAPE, reference_probe_s  # noqa: E402
+from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
+from ftmodel.speed import REFERENCE_SHAPE, nominal_reference_s  # noqa: E402
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
 
@@ -325,8 +326,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                 print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     probes.append(reference_probe_s("cpu", 5))
-    speed = profile.provenance.get("speed") or {}
-    nominal_s = float(speed["reference_s"]) if speed.get("normalised") else None
+    nominal_s = nominal_reference_s(profile.provenance)
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:

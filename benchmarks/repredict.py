@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
+from ftmodel.speed import nominal_reference_s  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
 
 
@@ -56,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     fw = args.framework or rows[0]["framework"]
     profile = load_profile(args.profile)  # a path or a built-in name
     corpus = "half" in rows[0]
-    speed = profile.provenance.get("speed") or {}
-    nominal_s = float(speed["reference_s"]) if speed.get("normalised") else float("nan")
+    nominal_s = nominal_reference_s(profile.provenance) or float("nan")
     predictors: dict[str, Predictor] = {}
 
     def predictor(heap: str) -> Predictor:  # validate.py measures with the heap kept

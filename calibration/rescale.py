@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, OpClassData
+from ftmodel.speed import nominal_reference_s
 
 __all__ = ["at_speed"]
 
@@ -57,13 +58,13 @@ def at_speed(profile: HardwareProfile, reference_s: float) -> HardwareProfile:
     """``profile`` (a CPU calibration scaled to ``provenance.speed.reference_s``) expressed at
     the speed where the reference GEMM takes ``reference_s``; the former nominal time is kept
     as ``provenance.speed.start_reference_s``."""
-    speed = dict(profile.provenance.get("speed") or {})
-    if not speed.get("normalised") or not speed.get("reference_s"):
+    nominal_s = nominal_reference_s(profile.provenance)
+    if nominal_s is None:
         raise ValueError(f"profile {profile.name!r} records no nominal speed "
                          "(provenance.speed); it cannot be re-expressed at another one")
     if not reference_s > 0:
         raise ValueError(f"reference time must be positive, got {reference_s!r}")
-    factor = reference_s / float(speed["reference_s"])
+    factor = reference_s / nominal_s
     dev = profile.device
     device = replace(dev, op_classes={k: _curve(v, factor, k) for k, v in dev.op_classes.items()},
                      launch_latency_s=dev.launch_latency_s * factor, sync_s=dev.sync_s * factor,
@@ -72,8 +73,8 @@ def at_speed(profile: HardwareProfile, reference_s: float) -> HardwareProfile:
         profile.host, page_fault_s=profile.host.page_fault_s * factor,
         frameworks={k: _framework(v, factor) for k, v in profile.host.frameworks.items()})
     raw = profile.provenance.get("raw_op_times", {})
-    speed.setdefault("start_reference_s", speed["reference_s"])
-    speed["reference_s"] = reference_s
+    speed = {"start_reference_s": nominal_s, **profile.provenance["speed"],
+             "reference_s": reference_s}
     provenance = {**profile.provenance, "speed": speed,
                   "raw_op_times": {c: [_times(e, factor) for e in entries]
                                    for c, entries in raw.items()}}

@@ -37,12 +37,12 @@ finished profile is re-expressed at the median of all the references it took
 (:func:`ftmodel.calibration.rescale.at_speed`: the machine's typical speed, not its speed in the
 first seconds), which ``provenance.speed.reference_s`` records with the references seen, so
 that a benchmark can express what it measures at the same speed. A profile updated with
-``--update`` measures at its own nominal time. Around the stages the reference is
-also timed on its own (:func:`reference_probe_s`; ``provenance.reference_probe``, one entry per
+``--update`` measures at its own nominal time. Around the stages the reference is also timed on
+its own (:mod:`ftmodel.calibration.speed_probe`; ``provenance.reference_probe``, one entry per
 stage boundary): ``provenance.reference_drift`` (slowest / fastest − 1) says how much the
 machine's own speed moved while it was measured. Before the scaling, two fresh calibrations of a
 shared 2-vCPU VM that disagreed by 10% in their in-model device scale had seen their reference
-move by 13% during one of them; a drift above :data:`DRIFT_WARNING` is reported by ``ftmodel
+move by 13% during one of them; a drift above ``DRIFT_WARNING`` is reported by ``ftmodel
 calibrate``.
 
 On CUDA the device is marked asynchronous and timed with CUDA events; three things differ: the
@@ -79,6 +79,7 @@ from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_sam
 from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves, measure_group,
                                              subset_curve)
 from ftmodel.calibration.rescale import at_speed
+from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.estimate.timeline import host_costs_s
@@ -88,12 +89,11 @@ from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProf
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_kept, keep_heap,
-                             last_level_cache_bytes, measure, measure_interleaved, set_threads)
-from ftmodel.speed import REFERENCE_SHAPE, SpeedMeter, speed_normalised
+                             last_level_cache_bytes, measure_interleaved, set_threads)
+from ftmodel.speed import speed_normalised
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["calibrate", "reference_drift", "reference_probe_s", "REFERENCE_SHAPE",
-           "DRIFT_WARNING"]
+__all__ = ["calibrate"]
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -134,29 +134,6 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
-
-
-# The machine-speed probe: ftmodel.speed's reference GEMM, timed on its own before and after
-# each stage. A shared VM's speed moves by 10-100% over minutes; a stage whose curves and the
-# in-model networks timed after them saw different speeds fits that change into its scales.
-DRIFT_WARNING = 0.10  # above this, `ftmodel calibrate` suggests measuring again
-
-
-def reference_probe_s(device: str, rounds: int) -> float:
-    """Seconds of the reference GEMM on ``device`` now (fastest round's median)."""
-    m, k, n = REFERENCE_SHAPE
-    a = torch.randn(m, k, device=device)
-    b = torch.randn(k, n, device=device)
-    with speed_normalised(None):  # the probe reports the raw speed
-        return measure(lambda: torch.mm(a, b), device=device, rounds=max(3, rounds), warmup=3,
-                   round_s=0.05).time_s
-
-
-def reference_drift(probes: Sequence[Mapping[str, Any]]) -> float:
-    """How far the reference GEMM moved over a calibration: slowest / fastest − 1 (0 with fewer
-    than two probes)."""
-    times = [float(p["s"]) for p in probes]
-    return max(times) / min(times) - 1.0 if len(times) > 1 and min(times) > 0 else 0.0
 
 
 def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
@@ -219,20 +196,6 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
         {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
          "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
     return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
-
-
-def _speed_meter(device: str, base: HardwareProfile | None) -> SpeedMeter | None:
-    """The meter a CPU calibration scales its measurements with: a new nominal speed for a
-    fresh profile, the profile's own for an update (none for a profile measured without one:
-    its earlier stages were not scaled, and the new ones must match them)."""
-    if device != "cpu":
-        return None
-    if base is None:
-        return SpeedMeter(device)
-    speed = base.provenance.get("speed")
-    if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("reference_s"):
-        return SpeedMeter(device, nominal_s=float(speed["reference_s"]))
-    return None
 
 
 def _canonical_or_raw(name: str) -> str:
@@ -343,7 +306,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                                provenance=dict(provenance))
 
     in_model = in_model_stage_async if device.startswith("cuda") else _in_model_stage
-    meter = _speed_meter(device, base)
+    meter = speed_meter_for(device, base)
     probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
     provenance["reference_probe"] = probes
 

@@ -145,7 +145,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     path = args.out or default_profile_path(prof.name)
     print(f"wrote {path} ({prof.provenance['duration_s']} s, {len(prof.device.op_classes)} op "
           f"classes, threads={prof.provenance['threads']})")
-    from ftmodel.calibration.suite import DRIFT_WARNING
+    from ftmodel.calibration.speed_probe import DRIFT_WARNING
     drift = float(prof.provenance.get("reference_drift", 0.0))
     speed = prof.provenance.get("speed") or {}
     if drift > DRIFT_WARNING and speed.get("normalised"):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -36,13 +36,31 @@ from typing import Any
 import torch
 
 __all__ = ["REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "SpeedMeter", "active_meter",
-           "at_nominal_speed", "speed_normalised"]
+           "at_nominal_speed", "nominal_reference_s", "reference_gemm", "speed_normalised"]
 
 REFERENCE_SHAPE = (64, 1024, 1024)  # (m, k, n): a 64x1024 by 1024x1024 fp32 GEMM
 REFERENCE_INTERVAL_S = 0.1  # at most this long between two references inside a measurement
 _REFERENCE_CALLS = 8  # a reference time is the median of this many calls (~5-10 ms on a CPU)
 _NOMINAL_PROBES = 20  # the nominal time is the median of this many references ...
 _NOMINAL_GAP_S = 0.1  # ... this far apart (about 2-3 s in all)
+
+
+def reference_gemm(device: str = "cpu") -> Callable[[], object]:
+    """The reference workload on ``device``: one ``REFERENCE_SHAPE`` fp32 GEMM per call."""
+    m, k, n = REFERENCE_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=gen).to(device)
+    b = torch.randn(k, n, generator=gen).to(device)
+    return lambda: torch.mm(a, b)
+
+
+def nominal_reference_s(provenance: Mapping[str, Any]) -> float | None:
+    """The reference time a profile's measurements were scaled to (``provenance.speed``), or
+    None for a profile measured without a meter."""
+    speed = provenance.get("speed")
+    if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("reference_s"):
+        return float(speed["reference_s"])
+    return None
 
 
 class SpeedMeter:
@@ -56,10 +74,7 @@ class SpeedMeter:
         if device != "cpu":
             raise ValueError(f"the speed meter measures a CPU, got device {device!r}")
         self.device = device
-        m, k, n = REFERENCE_SHAPE
-        gen = torch.Generator().manual_seed(0)
-        a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
-        self._call: Callable[[], object] = lambda: torch.mm(a, b)
+        self._call = reference_gemm(device)
         for _ in range(3):
             self._call()
         self.seen_s: list[float] = []

@@ -12,6 +12,7 @@ from torch import nn
 
 import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import MAPPING, fresh_mapping
+from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
@@ -374,8 +375,8 @@ def test_cuda_calibration_is_async(tmp_path: Path) -> None:
 
 
 def test_reference_drift_is_the_spread_of_the_probes() -> None:
-    assert suite.reference_drift([]) == 0.0
-    assert suite.reference_drift([{"stage": "start", "s": 1e-3}]) == 0.0
+    assert reference_drift([]) == 0.0
+    assert reference_drift([{"stage": "start", "s": 1e-3}]) == 0.0
     probes = [{"stage": "start", "s": 3.0e-3}, {"stage": "op sweeps", "s": 3.6e-3},
               {"stage": "eager in-model", "s": 3.3e-3}]
-    assert suite.reference_drift(probes) == pytest.approx(0.2)
+    assert reference_drift(probes) == pytest.approx(0.2)
