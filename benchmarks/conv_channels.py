@@ -1,8 +1,10 @@
-"""Depthwise convolution time by channel count, measured and predicted, at a profile's speed.
+"""Convolution time by channel count, measured and predicted, at a profile's speed.
 
     python benchmarks/conv_channels.py --profile benchmarks/results/cpu-xeon/cpu-profile-x6-median.json
+    python benchmarks/conv_channels.py --profile ... --kind pointwise
 
-Times single depthwise 3x3 convolutions (batch 1, 56x56, channels 16-96) in interleaved rounds,
+Times single depthwise 3x3 convolutions (``--kind pointwise``: 1x1 convolutions, C to C
+channels) at batch 1, 56x56, channels 16-96, in interleaved rounds,
 every round scaled to the profile's nominal machine speed (``ftmodel.speed``, as calibration
 measures), beside the profile's eager prediction of each. A probe of op-level pricing with
 generic layers (no corpus model), for channel counts that are and are not multiples of 16.
@@ -33,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True, help="a calibrated CPU profile")
     ap.add_argument("--channels", default="16,20,24,32,36,40,48,60,64,72,80,92,96")
     ap.add_argument("--hw", type=int, default=56)
+    ap.add_argument("--kind", choices=("depthwise", "pointwise"), default="depthwise")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -43,13 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     predictor = Predictor("eager", profile, heap="kept")
     fns, predicted = {}, {}
     for c in (int(x) for x in args.channels.split(",")):
-        conv = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False).eval().requires_grad_(False)
+        conv = (nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False) if args.kind == "depthwise"
+                else nn.Conv2d(c, c, 1, bias=False)).eval().requires_grad_(False)
         x = torch.randn(1, c, args.hw, args.hw)
         fns[c] = (lambda conv=conv, x=x: conv(x))
         predicted[c] = predictor.predict(conv, [1], x)[0].latency_s
     with torch.no_grad(), speed_normalised(meter):
         measured = measure_interleaved(fns, rounds=5, round_s=0.03)
-    print(f"depthwise 3x3, batch 1, {args.hw}x{args.hw}, {args.threads} threads; "
+    print(f"{'depthwise 3x3' if args.kind == 'depthwise' else 'pointwise 1x1'}, batch 1, "
+          f"{args.hw}x{args.hw}, {args.threads} threads; "
           + ("at the profile's speed" if meter else "as measured (profile has no speed)"))
     print("| channels | multiple of 16 | measured µs | predicted µs | predicted / measured |")
     print("|---|---|---|---|---|")

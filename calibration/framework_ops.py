@@ -56,6 +56,7 @@ import torch
 from torch import nn
 
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
+from ftmodel.calibration.sweep_stage import grouped_curves
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import get_framework
@@ -67,7 +68,7 @@ from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
            "framework_curve_steps", "ort_node_share", "ts_conv_time_s", "ts_node_time_s",
-           "wanted"]
+           "variant_curves", "wanted"]
 
 # the classes inductor hands to extern aten kernels as eager runs them (its convolutions it
 # also hands to aten, but on channels-last tensors of its own layout choice: those it times)
@@ -311,13 +312,26 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
                                "floor_s": hot[floor].time_s, "others_s": other_s,
                                "spread": hot[s.label].spread, "kernel": list(main.members[:3]),
-                               "node_s": node_s, "node_share": share}
+                               "node_s": node_s, "node_share": share,
+                               "variant": main.variant}
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
         return None, raw, main_op
     if not np.all(np.isfinite(np.asarray(rows))):
         return None, raw, main_op
     return OpClassData("samples", tuple(rows)), raw, main_op
+
+
+def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]]
+                   ) -> dict[str, OpClassData]:
+    """``<key>:<variant>`` curves of the samples whose main kernel has that variant (e.g.
+    convolutions on and off oneDNN's channel block), for variants with 3 or more samples, when
+    the samples have more than one variant. ``rows`` are :func:`framework_curve`'s raw rows, in
+    which the timed ones follow the curve's samples in order."""
+    variants = [str(r.get("variant", "")) for r in rows if "total_s" in r]
+    if len(variants) != len(data.samples):
+        return {}
+    return grouped_curves(f"{key}:", data, variants)
 
 
 def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: bool, *,
@@ -342,6 +356,7 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
         raw[key] = rows
         if data is not None:
             curves[key] = data
+            curves.update(variant_curves(key, data, rows))
         step(f"{framework} {curve}")
     math = [d for c, d in curves.items() if "/elementwise@" in c]
     if math:

@@ -102,18 +102,22 @@ class SweepGrid:
     # fused LSTM layers (eager's mkldnn_rnn_layer on a CPU), timed per step; 0: none (a GPU
     # runs cuDNN's, which its sweep does not sample)
     lstm_max_macs: float = 0.0
+    # shares of the random convolutions with a channel count off oneDNN's block (a CPU's
+    # convolutions run at two speeds, see ``_conv_configs``; a GPU's sweep has none)
+    conv_unaligned_share: float = 0.0
+    depthwise_unaligned_share: float = 0.0
 
 
 CPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024), gemm_max_macs=1.2e9, bmm_batches=(4, 12, 48, 192),
     bmm_max_macs=6e8, sdpa_batch_heads=((1, 4), (1, 12), (4, 12), (16, 12)),
     sdpa_seqs=(16, 64, 128, 256), conv_batches=(1, 1, 2, 4, 8, 16), conv_max_macs=1.0e9,
-    conv_max_input=2.5e7, conv_samples=60, depthwise_samples=28, stem_batches=(1, 4, 16), max_size_exp=24,
+    conv_max_input=2.5e7, conv_samples=72, depthwise_samples=48, stem_batches=(1, 4, 16), max_size_exp=24,
     late_stage_convs=((1, 256, 256, 4, 3), (1, 512, 512, 3, 3), (1, 1024, 1024, 2, 3),
                       (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
                       (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
                       (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)),
-    lstm_max_macs=2.2e9)
+    lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,
@@ -173,15 +177,33 @@ def _attention(quick: bool, grid: SweepGrid) -> list[OpSample]:
     return out
 
 
+# channel counts of the convolution sweeps: multiples of 16 (oneDNN's fp32 block with AVX-512,
+# two of AVX2's) and counts that are not (see ``ftmodel.tracing.formulas.conv_variant``)
+_CONV_CHANNELS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+_DEPTHWISE_CHANNELS = (16, 32, 64, 96, 144, 192, 384, 576, 960)
+_UNALIGNED_CHANNELS = (12, 20, 24, 36, 40, 60, 72, 88, 100, 120, 184, 200, 360, 600)
+
+
 def _conv_configs(rng: random.Random, n: int, depthwise: bool, grid: SweepGrid
                   ) -> list[tuple[int, ...]]:
-    chans = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512] if not depthwise else \
-        [16, 32, 64, 96, 144, 192, 384, 576, 960]
+    """Random convolutions within the grid's limits; a share of them
+    (``grid.conv_unaligned_share`` / ``grid.depthwise_unaligned_share``) with a channel count,
+    in or out, from ``_UNALIGNED_CHANNELS``."""
+    chans = _CONV_CHANNELS if not depthwise else _DEPTHWISE_CHANNELS
+    share = grid.depthwise_unaligned_share if depthwise else grid.conv_unaligned_share
     configs: list[tuple[int, ...]] = []
     while len(configs) < n:
         b = rng.choice(grid.conv_batches)
         cin = rng.choice(chans)
         cout = cin if depthwise else rng.choice(chans)
+        if share > 0 and rng.random() < share:
+            odd = rng.choice(_UNALIGNED_CHANNELS)
+            if depthwise:
+                cin = cout = odd
+            elif rng.random() < 0.5:
+                cin = odd
+            else:
+                cout = odd
         hw = rng.choice([1, 4, 7, 7, 14, 14, 28, 56, 112] if not depthwise else [7, 14, 28, 56, 112])
         k = rng.choice([3, 5] if depthwise else [1, 1, 3, 3, 3, 7])
         stride = rng.choice([1, 1, 2]) if hw > 1 else 1

@@ -76,8 +76,8 @@ from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
-from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves, measure_group,
-                                             subset_curve)
+from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves,
+                                             grouped_curves, measure_group)
 from ftmodel.calibration.rescale import at_speed
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
@@ -333,10 +333,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     classes[cls], raw[cls], variants = class_stage(
                         sweeps[cls], device, rounds, round_s, flush,
                         host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
-                    for v in sorted(set(variants) - {""}):  # e.g. conv:slow2d vs conv:mkldnn
-                        keep = [i for i, rv in enumerate(variants) if rv == v]
-                        if len(keep) >= 3:
-                            classes[f"{cls}:{v}"] = subset_curve(classes[cls], keep)
+                    # e.g. conv:slow2d, conv:mkldnn, conv:mkldnn_unaligned
+                    classes.update(grouped_curves(f"{cls}:", classes[cls], variants))
                     classes.update(derived_curves(cls, classes[cls], raw[cls]))
                     bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                     write_profile(snapshot(False), path)

@@ -24,7 +24,7 @@ from ftmodel.tracing.formulas import steps_of
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["to_device", "caller", "measure_group", "class_stage", "subset_curve",
+__all__ = ["to_device", "caller", "measure_group", "class_stage", "grouped_curves", "subset_curve",
            "per_op_curves", "per_call_curve", "derived_curves"]
 
 
@@ -160,6 +160,21 @@ def per_call_curve(data: OpClassData, raw: Sequence[dict[str, Any]]) -> OpClassD
     return OpClassData("samples", rows) if len(rows) >= 3 else None
 
 
+def grouped_curves(prefix: str, data: OpClassData, groups: Sequence[str]
+                   ) -> dict[str, OpClassData]:
+    """``<prefix><group>`` curves of each group's samples (``groups[i]``: sample ``i``'s), when
+    the samples fall in two groups or more; groups "" and those of fewer than 3 samples get
+    none."""
+    if len(set(groups)) < 2:
+        return {}
+    out: dict[str, OpClassData] = {}
+    for g in sorted(set(groups) - {""}):
+        keep = [i for i, x in enumerate(groups) if x == g]
+        if len(keep) >= 3:
+            out[prefix + g] = subset_curve(data, keep)
+    return out
+
+
 def per_op_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]]
                   ) -> dict[str, OpClassData]:
     """``<op_class>@<op>`` curves of each op's own samples (``raw[i]["op"]``: the aten op
@@ -168,12 +183,7 @@ def per_op_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]
     ops = [str(r.get("op", "")) for r in raw]
     if len(set(ops) - {""}) < 2:
         return {}
-    out: dict[str, OpClassData] = {}
-    for op in sorted(set(ops) - {""}):
-        keep = [i for i, o in enumerate(ops) if o == op]
-        if len(keep) >= 3:
-            out[f"{op_class}@{op}"] = subset_curve(data, keep)
-    return out
+    return grouped_curves(f"{op_class}@", data, ops)
 
 
 def derived_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]]

@@ -43,7 +43,7 @@ Counting semantics
 * A storage is allocated just before the first kernel that writes it, if no kernel read it
   earlier (storages read first are parameters, buffers or inputs: they live across calls), and
   freed just after the last kernel that reads or writes it. Its size is the largest write seen.
-* A oneDNN convolution (variant ``mkldnn``) also allocates, for its own duration, a buffer the
+* A oneDNN convolution (variant ``mkldnn`` or ``mkldnn_unaligned``) also allocates, for its own duration, a buffer the
   size of its weights (reordered to oneDNN's blocked layout on every eager call) and one the
   size of its output (computed in the blocked layout, then reordered into the output tensor),
   as logging the ``malloc`` calls of a forward pass shows. On the corpus's tuning half this
@@ -82,11 +82,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ftmodel.program import Kernel
+from ftmodel.tracing.formulas import ONEDNN_VARIANTS
 
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "allocations",
            "mapped_page_faults", "page_faults"]
 
-# op classes whose oneDNN kernels (variant "mkldnn") allocate scratch buffers for the call
+# op classes whose oneDNN kernels (variants ONEDNN_VARIANTS) allocate scratch buffers for the call
 ONEDNN_SCRATCH_CLASSES = frozenset({"conv", "conv_grouped"})
 
 KIB = 1024
@@ -141,7 +142,7 @@ def allocations(kernels: Sequence[Kernel]) -> list[Allocation]:
            if size[sid] > 0]
     scratch_sid = -1  # storages never have negative ids
     for i, k in enumerate(kernels):
-        if k.op_class in ONEDNN_SCRATCH_CLASSES and k.variant == "mkldnn" and k.writes:
+        if k.op_class in ONEDNN_SCRATCH_CLASSES and k.variant in ONEDNN_VARIANTS and k.writes:
             for nbytes in (k.bytes_weights, k.bytes_written):  # reordered weights, blocked output
                 if nbytes > 0:
                     out.append(Allocation(scratch_sid, int(nbytes), i, i))

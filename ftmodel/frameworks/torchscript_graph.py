@@ -18,8 +18,8 @@ from ftmodel.frameworks._common import PositionalModule, make_kernel, module_pat
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
-from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, classify, conv_macs,
-                                      einsum_macs, macs_of, matmul_macs, variant_of)
+from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, channel_variant, classify,
+                                      conv_macs, einsum_macs, macs_of, matmul_macs, variant_of)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
@@ -275,8 +275,12 @@ class _Interp:
         macs = _special_macs(name, args, result)
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
-        self._emit(cls, macs, ins, outs, path, (node.kind(),),
-                   variant_of(op, args) if op is not None else "")
+        variant = variant_of(op, args) if op is not None else ""
+        if name == "mkldnn_convolution" and len(ins) >= 2 and ins[0].dim() >= 2:
+            # a prepacked oneDNN convolution: (input, weight, bias, padding, stride, ...)
+            variant = channel_variant("mkldnn_prepacked", int(ins[0].shape[1]),
+                                      int(ins[1].shape[0]), ins[0].dtype)
+        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant)
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
               path: str, members: tuple[str, ...], variant: str) -> None:

@@ -33,6 +33,7 @@ Op classes group operators whose device time follows one curve of time against w
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -40,6 +41,7 @@ from typing import Any
 import torch
 
 __all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
+           "ONEDNN_VARIANTS", "channel_variant", "conv_variant",
            "static_traits", "RNN_OPS", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
            "steps_of", "attention_macs", "conv_macs", "einsum_macs", "matmul_macs",
            "recurrent_share", "rnn_macs"]
@@ -383,6 +385,55 @@ def _conv_backend(args: Sequence[Any]) -> str:
     return str(backend).rsplit(".", 1)[-1].lower()
 
 
+# the bytes of one vector register of the CPU capability ATen dispatches to here: oneDNN blocks
+# a convolution's channels by that many elements (16 fp32 with AVX-512, 8 with AVX2)
+_VECTOR_BYTES = {"AVX512": 64, "AVX512_BF16": 64, "AMX": 64, "AVX2": 32}
+# eager's oneDNN convolutions, which reorder their weights and output on every call (a frozen
+# TorchScript graph's prepacked ones, "mkldnn_prepacked", do not)
+ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned"})
+
+
+@functools.lru_cache(maxsize=None)
+def _channel_block(dtype: Any) -> int:
+    """Channels per oneDNN block for ``dtype`` on this CPU (0: unknown, no block)."""
+    vector = _VECTOR_BYTES.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    size = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
+    return vector // size if vector and size else 0
+
+
+def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
+    """(input, output) channels of ``convolution(input, weight, ..., transposed, _, groups)``;
+    (0, 0) where the shapes say nothing."""
+    x, w = _shape(args[0]), _shape(args[1])
+    if len(x) < 2 or len(w) < 2:
+        return 0, 0
+    transposed = bool(args[6]) if len(args) > 6 and isinstance(args[6], bool) else False
+    groups = int(args[8]) if len(args) > 8 and isinstance(args[8], int) else 1
+    return int(x[1]), int(w[1] * groups if transposed else w[0])
+
+
+def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> str:
+    """``<backend>_unaligned`` where oneDNN (``backend`` "mkldnn", or "mkldnn_prepacked" for a
+    frozen TorchScript graph's prepacked convolution) runs a convolution with a channel count,
+    in or out, that is not a multiple of its block on this CPU (16 fp32 channels with AVX-512, 8
+    with AVX2), else ``backend``. oneDNN's blocked kernels cover whole blocks only; other counts
+    take slower kernels (depthwise 3x3 at 56 px on a 2-thread Intel Xeon: 72 channels 0.42 ms,
+    64 and 80 channels 0.25 and 0.28 ms; ``benchmarks/conv_channels.py``)."""
+    if backend not in ("mkldnn", "mkldnn_prepacked"):
+        return backend
+    block = _channel_block(dtype)
+    if block > 1 and c_in > 0 and c_out > 0 and (c_in % block or c_out % block):
+        return f"{backend}_unaligned"
+    return backend
+
+
+def conv_variant(args: Sequence[Any]) -> str:
+    """A ``convolution`` call's variant: the backend eager selects for it (:func:`channel_variant`
+    for oneDNN's)."""
+    c_in, c_out = _conv_channels(args)
+    return channel_variant(_conv_backend(args), c_in, c_out, getattr(args[0], "dtype", None))
+
+
 # recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as
 # mkldnn_rnn_layer's is whatever its flag says), and whether one op runs all layers
 _RNN_BATCH_FIRST = {"mkldnn_rnn_layer": (-1, False), "_cudnn_rnn": (10, True),
@@ -424,11 +475,12 @@ def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
 
 def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     """What refines device time within an op class (see records.py): "inplace", "math",
-    "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...),
+    "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...; see
+    :func:`conv_variant`),
     ``steps=<n>`` for a fused recurrent op (its sequential steps, see ``rnn_steps``) or ""."""
     name = _packet_name(func)
     if name == "convolution" and len(args) >= 9:
-        return _conv_backend(args)
+        return conv_variant(args)
     if name in RNN_OPS:
         return rnn_variant(rnn_steps(name, args), rnn_recurrent_share(name, args))
     schema = getattr(func, "_schema", None)

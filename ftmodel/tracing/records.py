@@ -30,7 +30,8 @@ Counting semantics
 * ``variant`` refines the op class for device time: ``inplace`` (writes into an input, no new
   allocation), ``math`` (transcendental elementwise: exp, tanh, erf, ...), ``math_inplace``, the
   convolution backend eager PyTorch selects for these shapes on this host (``mkldnn``,
-  ``slow2d``, ...: their speeds differ several-fold), or "".
+  ``slow2d``, ...: their speeds differ several-fold; ``mkldnn_unaligned`` where a channel
+  count is not a multiple of oneDNN's block), or "".
 * ``inner`` marks a launching op that C++ dispatched inside a call the Python code made, after
   an earlier launching op of the same call: the steps of ``torch._VF.gru``, the layers of a
   stacked ``_VF.lstm``, the ``bmm`` after ``matmul``'s copy; not ``aten.addmm`` under

@@ -169,3 +169,29 @@ def test_lstm_samples_timed_at_two_lengths_make_a_per_call_curve() -> None:
     assert [r[3] for r in call.samples] == [2e-4, 3e-4, 1e-9]  # never zero: a curve's times
     assert [r[0] for r in call.samples] == [1e4, 1e5, 1e6]
     assert per_call_curve(OpClassData("samples", rows), [{}, {}, {}]) is None
+
+
+def test_cpu_sweeps_sample_convolutions_on_and_off_the_channel_block() -> None:
+    """Each side of the block gets enough samples for a curve of its own (three or more)."""
+    from ftmodel.calibration.ops import CPU_GRID, op_samples
+
+    for cls in ("conv", "conv_grouped"):
+        convs = [s.module for s in op_samples(False, CPU_GRID)[cls] if not s.is_floor]
+        off = [m for m in convs if isinstance(m, nn.Conv2d)
+               and (m.in_channels % 16 or m.out_channels % 16)]
+        assert len(off) >= 10 and len(convs) - len(off) >= 20, (cls, len(off), len(convs))
+
+
+def test_framework_curves_split_by_their_main_kernels_variant() -> None:
+    from ftmodel.calibration.framework_ops import variant_curves
+    from ftmodel.hardware.profile import OpClassData
+
+    samples = tuple((float(m), 1.0, 1.0, m * 1e-9) for m in range(1, 8))
+    variants = ["a", "a", "b", "a", "b", "b", "c"]
+    rows = [{"label": "floor skipped", "skipped": "x"}] + [
+        {"label": str(i), "total_s": 1.0, "variant": v} for i, v in enumerate(variants)]
+    out = variant_curves("fw/conv", OpClassData("samples", samples), rows)
+    assert set(out) == {"fw/conv:a", "fw/conv:b"}  # "c" has one sample only
+    assert out["fw/conv:b"].samples == (samples[2], samples[4], samples[5])
+    one = [{"label": str(i), "total_s": 1.0, "variant": "a"} for i in range(7)]
+    assert variant_curves("fw/conv", OpClassData("samples", samples), one) == {}

@@ -464,3 +464,31 @@ def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     assert len(rnn) == 1  # one fused layer
     steps, rec = steps_of(rnn[0].variant)
     assert steps == t and rec == pytest.approx(h / (i + h), abs=1e-4)
+
+
+def test_convolutions_off_the_channel_block_take_their_own_curve() -> None:
+    # eager's oneDNN convolutions on and off the channel block (variants mkldnn and
+    # mkldnn_unaligned) and a framework's prepacked ones keyed by op and variant each take their
+    # own curve; a variant without one falls back to the op's, then the class's
+    slow = tuple((m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS)
+    dev = _device({"conv_grouped": OpClassData("samples", SAT_ROWS),
+                   "conv_grouped:mkldnn_unaligned": OpClassData("samples", slow),
+                   "torchscript/conv_grouped@mkldnn_convolution": OpClassData("samples", SAT_ROWS),
+                   "torchscript/conv_grouped@mkldnn_convolution:mkldnn_prepacked_unaligned":
+                       OpClassData("samples", slow)})
+
+    def dw(variant: str, op: str = "aten.convolution.default") -> Kernel:
+        return Kernel("conv_grouped", 10**7, 10**6, 10**6, "dw", (op,), variant=variant)
+
+    eager = DeviceModel(dev, "fp32")
+    on, off = eager.kernel_times_s([dw("mkldnn"), dw("mkldnn_unaligned")])
+    assert off == pytest.approx(2 * on, rel=1e-2)
+    ts = DeviceModel(dev, "fp32", "torchscript")
+    prim = "prim::mkldnn_convolution"
+    assert ts._key("conv_grouped", "mkldnn_prepacked_unaligned", prim) == \
+        "torchscript/conv_grouped@mkldnn_convolution:mkldnn_prepacked_unaligned"
+    assert ts._key("conv_grouped", "mkldnn_prepacked", prim) == \
+        "torchscript/conv_grouped@mkldnn_convolution"
+    on, off = ts.kernel_times_s([dw("mkldnn_prepacked", prim), dw("mkldnn_prepacked_unaligned",
+                                                                    prim)])
+    assert off == pytest.approx(2 * on, rel=1e-2)

@@ -284,3 +284,25 @@ def test_batch_argument_scales_macs_linearly(tv_models: dict[str, nn.Module]) ->
     assert four.total_macs == 4 * one.total_macs
     assert four.n_launches == one.n_launches  # eager launches do not depend on the batch
     assert four.records[0].input_shapes[0] == (4, 3, 224, 224)
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
+                    reason="oneDNN's channel block is known for AVX-512 and AVX2 CPUs")
+def test_a_convolution_off_onednns_channel_block_has_a_variant_of_its_own() -> None:
+    """Traced convolutions say whether oneDNN's blocked kernels cover their channels: 16 fp32
+    channels with AVX-512, 8 with AVX2 (multiples of 16 are aligned on both)."""
+    block = 16 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 8
+
+    def variants(model: nn.Module, channels: int) -> list[str]:
+        tr = trace(model.eval(), torch.zeros(1, channels, 56, 56))
+        return [r.variant for r in tr.records if r.op_class in ("conv", "conv_grouped")]
+
+    for c in (16, 32, 48, 64, 96):  # depthwise, then a 1x1 into 64 channels
+        assert variants(nn.Conv2d(c, c, 3, padding=1, groups=c), c) == ["mkldnn"]
+        assert variants(nn.Conv2d(c, 64, 1), c) == ["mkldnn"]
+    for c in (block // 2 + block * 2, block * 4 + 4):  # e.g. 40, 68
+        assert variants(nn.Conv2d(c, c, 3, padding=1, groups=c), c) == ["mkldnn_unaligned"]
+        assert variants(nn.Conv2d(c, 64, 1), c) == ["mkldnn_unaligned"]
+        assert variants(nn.Conv2d(64, c, 1), 64) == ["mkldnn_unaligned"]
+    assert variants(nn.Conv2d(3, 64, 7, 2, 3), 3) == ["mkldnn_unaligned"]  # an RGB stem
+
