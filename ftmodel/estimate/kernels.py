@@ -96,11 +96,12 @@ FLOOR_SAMPLE_MIN_S = 10e-6
 def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
     """(MACs per second, bytes per second): the fastest rates any calibrated sample resolved
     (time at least :data:`FLOOR_SAMPLE_MIN_S`) reached — MACs over matrix-like classes, bytes
-    read and written over the others, every framework's curves included; 0 where none."""
+    read and written over the others, every framework's curves included but per-call curves
+    (``:per_call``, whose axis is the work of one step); 0 where none."""
     peak_macs = peak_bytes = 0.0
     for name, data in device.op_classes.items():
-        if data.model != "samples" or not data.samples:
-            continue
+        if data.model != "samples" or not data.samples or name.endswith(PER_CALL):
+            continue  # (a per-call curve's axis is a step's work, not what the call did)
         rows = np.asarray(data.samples, dtype=np.float64)  # (n, 4): macs, read, written, s
         ok = rows[:, 3] >= FLOOR_SAMPLE_MIN_S
         if not ok.any():
@@ -149,9 +150,12 @@ class DeviceModel:
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
-                self._curves[name] = SampleCurve.fit(base, data)
+                # a per-call curve's axis is a step's work, not the call's: no rate limits it
+                peak = 0.0 if name.endswith(PER_CALL) else (
+                    self._peak_macs_per_s if base in MAC_CLASSES else self._peak_bytes_per_s)
+                self._curves[name] = SampleCurve.fit(base, data, peak_rate=peak)
                 if data.cold_s:
-                    self._cold[name] = SampleCurve.fit(base, data, cold=True)
+                    self._cold[name] = SampleCurve.fit(base, data, cold=True, peak_rate=peak)
             else:
                 self._curves[name] = Roofline(dict(data.params))
         # whether some of the framework's own curves lack cold samples (see

@@ -492,3 +492,25 @@ def test_convolutions_off_the_channel_block_take_their_own_curve() -> None:
     on, off = ts.kernel_times_s([dw("mkldnn_prepacked", prim), dw("mkldnn_prepacked_unaligned",
                                                                     prim)])
     assert off == pytest.approx(2 * on, rel=1e-2)
+
+
+def test_a_sample_faster_than_the_device_ever_ran_is_left_out() -> None:
+    # a sample whose time net of its floor vanished (1 ns for 1e7 MACs: 1e16 MAC/s) would price
+    # the kernels around it far below what every resolved sample ran at
+    ghost = (1e7, 0.0, 0.0, 1e-9)
+    dm = DeviceModel(_device({"gemm": OpClassData("samples", SAT_ROWS + (ghost,))}))
+    clean = DeviceModel(_device({"gemm": OpClassData("samples", SAT_ROWS)}))
+    probe = [_gemm(m) for m in (3e6, 1e7, 3e7)]
+    np.testing.assert_allclose(dm.kernel_times_s(probe), clean.kernel_times_s(probe), rtol=1e-6)
+
+
+def test_per_call_curves_set_no_peak_rate() -> None:
+    # a per-call curve's axis is one step's work: its rate is not a rate the device reached
+    from ftmodel.estimate.kernels import measured_peaks
+
+    per_call = OpClassData("samples", ((1e8, 0.0, 0.0, 2e-5), (1e9, 0.0, 0.0, 3e-5),
+                                       (1e10, 0.0, 0.0, 4e-5)))
+    dev = _device({"gemm": OpClassData("samples", SAT_ROWS),
+                   "gemm@mkldnn_rnn_layer:per_call": per_call})
+    assert measured_peaks(dev)[0] == pytest.approx(measured_peaks(_device(
+        {"gemm": OpClassData("samples", SAT_ROWS)}))[0])
