@@ -2,21 +2,30 @@
 
     python benchmarks/diagnose.py --profile P.json --model gpt2-small4@64 --batch 16
     python benchmarks/diagnose.py --profile P.json --model fastvit_t8@128 --batch 16  # corpus
+    python benchmarks/diagnose.py --profile P.json --model synthetic:cnn3 --by-class
 
 Corpus models: diagnose the tuning half only (``ftmodel.tools.corpus.tuning()``); the held-out half is
 measured and reported, never studied.
 
+``synthetic:<name>`` takes one of the calibration's in-model networks
+(``ftmodel.calibration.networks.synthetic_networks``: cnn0, transformer1, mlp2, ...).
+
 Prints, per aten operator, the measured self CPU time (summed over calls, median of several
-profiled passes) next to the predicted device time and kernel host cost. A tool for finding which
-op class a profile mispredicts; it writes nothing.
+profiled passes) next to the predicted device time and kernel host cost; with ``--by-class``,
+per op class, the inclusive time of the top-level aten calls (the profiler's own overhead of a
+few µs per call included) next to the predicted host and device time of that class's kernels,
+and the forward's wall time without the profiler. A tool for finding which op class a profile
+mispredicts; it writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -36,18 +45,20 @@ def main() -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--by-class", action="store_true",
+                    help="compare per op class (top-level aten calls) instead of per operator")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from ftmodel.measure import keep_heap
     keep_heap()  # the steady state the prediction models
-    try:
-        zm = get_model(args.model)
-    except UnknownNameError:
-        zm = get_corpus_model(args.model)  # study tuning-half models only
-    model = zm.build()
+    model, make_inputs = _model(args.model)
     pred = Predictor("eager", read_profile(args.profile))
-    tr = pred.trace(model, zm.make_inputs, args.batch)
+    tr = pred.trace(model, make_inputs, args.batch)
     prog = pred.framework.lower(tr)
+    if args.by_class:
+        _by_class(pred, prog, model, make_inputs(args.batch), f"{args.model} b{args.batch}")
+        return
+    zm_make = make_inputs
     ks = pred.kernel_arrays(prog.kernels).device_s
     hs = host_costs_s(prog, pred.fw_host, [])
     pred_by_op: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -57,8 +68,8 @@ def main() -> None:
         row[0] += 1
         row[1] += d
         row[2] += h
-    x = zm.make_inputs(args.batch)
-    call = (lambda: model(**x)) if isinstance(x, dict) else (lambda: model(x))  # noqa: E731
+    x = zm_make(args.batch)
+    call = _caller(model, x)
     with torch.no_grad():
         for _ in range(3):
             call()
@@ -81,6 +92,85 @@ def main() -> None:
             continue
         print(f"{op:<44}{int(r[0]):>5}{meas.get(op, 0) * 1e3:>10.3f}{r[1] * 1e3:>10.3f}"
               f"{r[2] * 1e3:>10.3f}")
+
+
+def _model(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
+    """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only) or one of
+    the calibration's synthetic networks (``synthetic:<name>``)."""
+    if name.startswith("synthetic:"):
+        from ftmodel.calibration.networks import synthetic_networks
+        nets = {n.name: n for n in synthetic_networks(18)}
+        net = nets[name.split(":", 1)[1]]
+        return net.module, net.make_inputs
+    try:
+        zm = get_model(name)
+    except UnknownNameError:
+        zm = get_corpus_model(name)  # study tuning-half models only
+    return zm.build(), zm.make_inputs
+
+
+def _caller(model: torch.nn.Module, x: Any) -> Callable[[], object]:
+    if isinstance(x, dict):
+        return lambda: model(**x)
+    if isinstance(x, tuple):
+        return lambda: model(*x)
+    return lambda: model(x)
+
+
+# the op class of a top-level aten call, by its name (as eager lowers it)
+_TOP_LEVEL_CLASS = {
+    "conv1d": "conv", "conv2d": "conv", "linear": "gemm", "matmul": "gemm", "addmm": "gemm",
+    "bmm": "bmm", "batch_norm": "norm", "layer_norm": "norm", "group_norm": "norm",
+    "scaled_dot_product_attention": "attention", "softmax": "softmax",
+    "adaptive_avg_pool2d": "pool", "max_pool2d": "pool", "avg_pool2d": "pool",
+    "embedding": "embedding", "mean": "reduction", "sum": "reduction"}
+_VIEWS = {"view", "reshape", "permute", "transpose", "flatten", "select", "unbind", "t",
+          "expand", "squeeze", "unsqueeze", "slice", "split", "chunk", "contiguous"}
+
+
+def _by_class(pred: Predictor, prog: Any, model: torch.nn.Module, x: Any, title: str) -> None:
+    import statistics
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    ks = pred.kernel_arrays(prog.kernels).device_s
+    hs = host_costs_s(prog, pred.fw_host, [])
+    predicted: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for k, d, h in zip(prog.kernels, ks, hs):
+        row = predicted["conv" if k.op_class == "conv_grouped" else k.op_class]
+        row[0] += 1
+        row[1] += d
+        row[2] += h
+    call, reps = _caller(model, x), 20
+    with torch.no_grad():
+        for _ in range(reps):
+            call()
+        walls = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                call()
+            walls.append((time.perf_counter() - t0) / reps)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(reps):
+                call()
+    measured: dict[str, float] = defaultdict(float)
+    for ev in prof.events():
+        if ev.cpu_parent is None and ev.name.startswith("aten::"):
+            op = ev.name[6:].rstrip("_")
+            cls = "view" if op in _VIEWS else _TOP_LEVEL_CLASS.get(op, "elementwise")
+            measured[cls] += ev.cpu_time_total / reps / 1e6
+    print(f"{title}: wall {statistics.median(walls) * 1e3:.2f} ms; profiled top-level aten "
+          f"{sum(measured.values()) * 1e3:.2f} ms; predicted host {hs.sum() * 1e3:.2f} ms, "
+          f"device {ks.sum() * 1e3:.2f} ms")
+    print(f"{'class':<14}{'kernels':>8}{'meas ms':>10}{'pred host':>11}{'pred dev':>10}"
+          f"{'gap/kernel us':>15}")
+    for cls in sorted(set(measured) | set(predicted)):
+        n, d, h = predicted.get(cls, [0, 0.0, 0.0])
+        gap = (measured.get(cls, 0.0) - h - d) / max(n, 1)
+        print(f"{cls:<14}{int(n):>8}{measured.get(cls, 0.0) * 1e3:>10.3f}{h * 1e3:>11.3f}"
+              f"{d * 1e3:>10.3f}{gap * 1e6:>15.1f}")
 
 
 if __name__ == "__main__":
