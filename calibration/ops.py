@@ -23,7 +23,7 @@ from torch import nn
 
 from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
-from ftmodel.tracing.formulas import steps_of
+from ftmodel.tracing.variants import steps_of
 
 __all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
            "GPU_GRID", "LSTM_STEPS", "LSTM_SHORT_STEPS"]
@@ -178,7 +178,7 @@ def _attention(quick: bool, grid: SweepGrid) -> list[OpSample]:
 
 
 # channel counts of the convolution sweeps: multiples of 16 (oneDNN's fp32 block with AVX-512,
-# two of AVX2's) and counts that are not (see ``ftmodel.tracing.formulas.conv_variant``)
+# two of AVX2's) and counts that are not (see ``ftmodel.tracing.variants.conv_variant``)
 _CONV_CHANNELS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 _DEPTHWISE_CHANNELS = (16, 32, 64, 96, 144, 192, 384, 576, 960)
 _UNALIGNED_CHANNELS = (12, 20, 24, 36, 40, 60, 72, 88, 100, 120, 184, 200, 360, 600)

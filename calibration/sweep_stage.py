@@ -20,7 +20,7 @@ from ftmodel.hardware.profile import OpClassData
 from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
-from ftmodel.tracing.formulas import steps_of
+from ftmodel.tracing.variants import steps_of
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 

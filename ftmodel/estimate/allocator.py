@@ -82,7 +82,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ftmodel.program import Kernel
-from ftmodel.tracing.formulas import ONEDNN_VARIANTS
+from ftmodel.tracing.variants import ONEDNN_VARIANTS
 
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "allocations",
            "mapped_page_faults", "page_faults"]

@@ -75,7 +75,8 @@ from ftmodel.estimate.curves import PER_CALL, STEP_CURVES, SampleCurve, step_wor
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
-from ftmodel.tracing.formulas import MAC_CLASSES, steps_of
+from ftmodel.tracing.formulas import MAC_CLASSES
+from ftmodel.tracing.variants import steps_of
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
            "wave_factor"]

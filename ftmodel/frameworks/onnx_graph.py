@@ -46,7 +46,8 @@ from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL
                                          VIEW_OPS, Shape, classify_node, op_class_of)
 from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node_attrs
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
-                                      recurrent_share, rnn_macs, rnn_variant)
+                                      rnn_macs)
+from ftmodel.tracing.variants import recurrent_share, rnn_variant
 
 __all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
 

@@ -18,8 +18,9 @@ from ftmodel.frameworks._common import PositionalModule, make_kernel, module_pat
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
 from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
-from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, channel_variant, classify,
-                                      conv_macs, einsum_macs, macs_of, matmul_macs, variant_of)
+from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, classify, conv_macs,
+                                      einsum_macs, macs_of, matmul_macs, variant_of)
+from ftmodel.tracing.variants import channel_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 

@@ -1,0 +1,153 @@
+"""Variants: what refines an op class for device time beyond its work (see
+:mod:`ftmodel.tracing.records`), for the ops whose variant depends on their arguments.
+
+* Convolutions: the backend eager PyTorch selects for these shapes on this host (``mkldnn``,
+  ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
+  (:func:`channel_variant`).
+* Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
+  their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
+
+:func:`ftmodel.tracing.formulas.variant_of` dispatches an aten op to these.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["ONEDNN_VARIANTS", "RNN_OPS", "channel_variant", "conv_variant", "recurrent_share",
+           "rnn_recurrent_share", "rnn_steps", "rnn_variant", "steps_of"]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape) if isinstance(x, torch.Tensor) else ()
+
+
+def _conv_backend(args: Sequence[Any]) -> str:
+    """The backend eager PyTorch picks for this convolution here (e.g. "mkldnn", "slow2d")."""
+    try:
+        backend = torch._C._select_conv_backend(*args[:9], None)
+    except Exception:  # noqa: BLE001 - private API; absent or changed: no variant
+        return ""
+    return str(backend).rsplit(".", 1)[-1].lower()
+
+
+# the bytes of one vector register of the CPU capability ATen dispatches to here: oneDNN blocks
+# a convolution's channels by that many elements (16 fp32 with AVX-512, 8 with AVX2)
+_VECTOR_BYTES = {"AVX512": 64, "AVX512_BF16": 64, "AMX": 64, "AVX2": 32}
+# eager's oneDNN convolutions, which reorder their weights and output on every call (a frozen
+# TorchScript graph's prepacked ones, "mkldnn_prepacked", do not)
+ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned"})
+
+
+@functools.lru_cache(maxsize=None)
+def _channel_block(dtype: Any) -> int:
+    """Channels per oneDNN block for ``dtype`` on this CPU (0: unknown, no block)."""
+    vector = _VECTOR_BYTES.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    size = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
+    return vector // size if vector and size else 0
+
+
+def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
+    """(input, output) channels of ``convolution(input, weight, ..., transposed, _, groups)``;
+    (0, 0) where the shapes say nothing."""
+    x, w = _shape_of(args[0]), _shape_of(args[1])
+    if len(x) < 2 or len(w) < 2:
+        return 0, 0
+    transposed = bool(args[6]) if len(args) > 6 and isinstance(args[6], bool) else False
+    groups = int(args[8]) if len(args) > 8 and isinstance(args[8], int) else 1
+    return int(x[1]), int(w[1] * groups if transposed else w[0])
+
+
+def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> str:
+    """``<backend>_unaligned`` where oneDNN (``backend`` "mkldnn", or "mkldnn_prepacked" for a
+    frozen TorchScript graph's prepacked convolution) runs a convolution with a channel count,
+    in or out, that is not a multiple of its block on this CPU (16 fp32 channels with AVX-512, 8
+    with AVX2), else ``backend``. oneDNN's blocked kernels cover whole blocks only; other counts
+    take slower kernels (depthwise 3x3 at 56 px on a 2-thread Intel Xeon: 72 channels 0.42 ms,
+    64 and 80 channels 0.25 and 0.28 ms; ``benchmarks/conv_channels.py``)."""
+    if backend not in ("mkldnn", "mkldnn_prepacked"):
+        return backend
+    block = _channel_block(dtype)
+    if block > 1 and c_in > 0 and c_out > 0 and (c_in % block or c_out % block):
+        return f"{backend}_unaligned"
+    return backend
+
+
+def conv_variant(args: Sequence[Any]) -> str:
+    """A ``convolution`` call's variant: the backend eager selects for it (:func:`channel_variant`
+    for oneDNN's)."""
+    c_in, c_out = _conv_channels(args)
+    return channel_variant(_conv_backend(args), c_in, c_out, getattr(args[0], "dtype", None))
+
+
+# recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as
+# mkldnn_rnn_layer's is whatever its flag says), and whether one op runs all layers
+_RNN_BATCH_FIRST = {"mkldnn_rnn_layer": (-1, False), "_cudnn_rnn": (10, True),
+                    "miopen_rnn": (10, True), "lstm": (8, True), "gru": (8, True),
+                    "rnn_tanh": (8, True), "rnn_relu": (8, True)}
+RNN_OPS = frozenset(_RNN_BATCH_FIRST)
+
+
+def rnn_steps(name: str, args: Sequence[Any]) -> int:
+    """The sequential steps of a fused recurrent op: its time steps, times its layers when one
+    op runs them all (each step depends on the previous one; 0 if the arguments say nothing)."""
+    at, all_layers = _RNN_BATCH_FIRST[name]
+    x = _shape_of(args[0]) if args else ()
+    if len(x) < 2:
+        return 0
+    batch_first = at >= 0 and len(args) > at and isinstance(args[at], bool) and bool(args[at])
+    steps = x[1] if batch_first and len(x) == 3 else x[0]
+    if all_layers:  # lstm/gru(input, hx, params, has_biases, num_layers, ...)
+        idx = 9 if name in ("_cudnn_rnn", "miopen_rnn") else 4
+        layers = args[idx] if len(args) > idx and isinstance(args[idx], int) else 1
+        steps *= max(1, layers)
+    return int(steps)
+
+
+def rnn_variant(steps: int, recurrent_share: float) -> str:
+    """The variant of a fused recurrent kernel (``steps=<n>,rec=<share>``, read back by
+    :func:`steps_of`); "" for a single step."""
+    return f"steps={steps},rec={recurrent_share:.4f}" if steps > 1 else ""
+
+
+def steps_of(variant: str) -> tuple[int, float]:
+    """(sequential steps, share of the work that runs step by step) that a kernel's variant
+    declares (``steps=<n>,rec=<share>``), else (1, 0.0)."""
+    if not variant.startswith("steps="):
+        return 1, 0.0
+    try:
+        fields = dict(f.split("=", 1) for f in variant.split(","))
+        return max(1, int(fields["steps"])), min(1.0, max(0.0, float(fields.get("rec", 1.0))))
+    except (KeyError, ValueError):
+        return 1, 0.0
+
+
+def recurrent_share(input_weights: int, hidden_weights: int) -> float:
+    """The share of a recurrent layer's MACs in its hidden-to-hidden weights (W_hh: they run
+    step by step), from the element counts of its input (W_ih) and hidden weights."""
+    total = input_weights + hidden_weights
+    return hidden_weights / total if total else 1.0
+
+
+def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
+    """The share of a fused recurrent op's MACs in its hidden-to-hidden weights (W_hh), which
+    run step by step; the rest (W_ih) is one projection of all tokens at once."""
+    if name == "mkldnn_rnn_layer":
+        mats = [a for a in args[1:3] if isinstance(a, torch.Tensor)]
+    else:  # per layer and direction: W_ih, W_hh, then biases (1-D)
+        ws = args[1] if name in ("_cudnn_rnn", "miopen_rnn") else (args[2] if len(args) > 2
+                                                                    else ())
+        mats = [w for w in ws if isinstance(w, torch.Tensor) and w.dim() == 2] \
+            if isinstance(ws, (list, tuple)) else []
+    total = sum(_numel(_shape_of(w)) for w in mats)
+    rec = sum(_numel(_shape_of(w)) for w in mats[1::2])
+    return recurrent_share(total - rec, rec)
