@@ -43,8 +43,8 @@ Counting semantics
 * A storage is allocated just before the first kernel that writes it, if no kernel read it
   earlier (storages read first are parameters, buffers or inputs: they live across calls), and
   freed just after the last kernel that reads or writes it. Its size is the largest write seen.
-* A oneDNN convolution (variant ``mkldnn`` or ``mkldnn_unaligned``) also allocates, for its own duration, a buffer the
-  size of its weights (reordered to oneDNN's blocked layout on every eager call) and one the
+* A oneDNN convolution (variant ``mkldnn`` or ``mkldnn_unaligned``) also allocates, for its own
+  duration, a buffer the size of its weights (reordered to oneDNN's blocked layout on every eager call) and one the
   size of its output (computed in the blocked layout, then reordered into the output tensor),
   as logging the ``malloc`` calls of a forward pass shows. On the corpus's tuning half this
   takes Wide-ResNet-50 at batch 4 from 1,640 simulated faults per call to 27,651, what four
@@ -87,7 +87,7 @@ from ftmodel.tracing.variants import ONEDNN_VARIANTS
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "allocations",
            "mapped_page_faults", "page_faults"]
 
-# op classes whose oneDNN kernels (variants ONEDNN_VARIANTS) allocate scratch buffers for the call
+# op classes whose oneDNN kernels (variants ONEDNN_VARIANTS) allocate scratch buffers per call
 ONEDNN_SCRATCH_CLASSES = frozenset({"conv", "conv_grouped"})
 
 KIB = 1024

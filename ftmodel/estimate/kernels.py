@@ -168,14 +168,16 @@ class DeviceModel:
     def _key(self, op_class: str, variant: str, op: str, own: bool = True) -> str:
         """The most specific curve: ``@op:variant``, ``@op``, then ``:variant``, then the class —
         first among the framework's own curves (``<framework>/...``, measured through its
-        runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent layer (a ``steps=``
-        variant) looks for a per-step curve of such layers (:data:`STEP_CURVES`) before those:
-        ONNX Runtime's LSTM and GRU nodes take the one measured through its LSTM, not its lone
-        GEMM samples, which lack the fixed work of each step."""
+        runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent
+        layer (a ``steps=`` variant) looks for a per-step curve of such layers
+        (:data:`STEP_CURVES`) before those: ONNX Runtime's LSTM and GRU nodes take the one
+        measured through its LSTM, not its lone GEMM samples, which lack the fixed work of each
+        step."""
         prefixes = (f"{self.framework}/", "") if self.framework and own else ("",)
         name = op_name(op) if op else ""
-        levels = [f"{op_class}@{name}:{variant}", f"{op_class}@{name}"] if name and variant \
-            else [f"{op_class}@{name}"] if name else []
+        levels = []
+        if name:
+            levels = ([f"{op_class}@{name}:{variant}"] if variant else []) + [f"{op_class}@{name}"]
         if steps_of(variant)[0] > 1:  # a fused recurrent layer: a curve of such layers first
             levels = sorted(c for c in STEP_CURVES if c.startswith(f"{op_class}@")) + levels
         levels += [f"{op_class}:{v}" for v in (variant, "math" if variant == "math_inplace"

@@ -276,11 +276,12 @@ class _Interp:
         macs = _special_macs(name, args, result)
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
-        variant = variant_of(op, args) if op is not None else ""
         if name == "mkldnn_convolution" and len(ins) >= 2 and ins[0].dim() >= 2:
             # a prepacked oneDNN convolution: (input, weight, bias, padding, stride, ...)
             variant = channel_variant("mkldnn_prepacked", int(ins[0].shape[1]),
                                       int(ins[1].shape[0]), ins[0].dtype)
+        else:
+            variant = variant_of(op, args) if op is not None else ""
         self._emit(cls, macs, ins, outs, path, (node.kind(),), variant)
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],

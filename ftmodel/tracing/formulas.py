@@ -23,9 +23,9 @@ the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these nu
 
 The shape-level formulas (:func:`conv_macs`, :func:`matmul_macs`, :func:`attention_macs`,
 :func:`einsum_macs`, :func:`rnn_macs`; and :func:`ftmodel.tracing.variants.recurrent_share`) are
-the one definition of these counts: the aten registry below applies them to an op's arguments, and the ONNX and TorchScript
-graph walks (:mod:`ftmodel.frameworks.onnx_graph`, :mod:`ftmodel.frameworks.torchscript_graph`)
-to their nodes' shapes.
+the one definition of these counts: the aten registry below applies them to an op's arguments,
+and the ONNX and TorchScript graph walks (:mod:`ftmodel.frameworks.onnx_graph`,
+:mod:`ftmodel.frameworks.torchscript_graph`) to their nodes' shapes.
 
 Op classes group operators whose device time follows one curve of time against work; see
 ``OP_CLASSES``. Views and uninitialised allocations launch no kernel.
