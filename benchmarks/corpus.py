@@ -48,7 +48,7 @@ from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
-from ftmodel.speed import REFERENCE_SHAPE, nominal_reference_s  # noqa: E402
+from ftmodel.speed import REFERENCE_SHAPE, nominal_host_reference_s, nominal_reference_s  # noqa: E402
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
 
@@ -103,15 +103,26 @@ def _measure(name: str, framework: str, batches: Sequence[int], keep_heap: bool,
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def _at_speed(m: dict[str, Any], nominal_s: float | None) -> float | None:
+def _at_speed(m: dict[str, Any], nominal_s: float | None, nominal_host_s: float | None = None,
+              host_share: float = 0.0) -> float | None:
     """One process's time of a point at the calibration's machine speed: each round's median
-    scaled by ``nominal / reference`` (the references timed around the round), fastest round;
-    None without a nominal speed or references."""
+    scaled by ``nominal / reference`` (the references timed around the round; the host
+    reference's factor for the ``host_share`` of the time the prediction puts on the host, when
+    the calibration and the process both timed it), fastest round; None without a nominal
+    speed or references."""
     refs = m.get("round_references_s")
     if nominal_s is None or not refs or len(refs) != len(m["round_medians_s"]) + 1:
         return None
-    return min(t * nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
-               for i, t in enumerate(m["round_medians_s"]))
+    host_refs = m.get("round_host_references_s")
+    blend = nominal_host_s is not None and host_refs and len(host_refs) == len(refs)
+    out = []
+    for i, t in enumerate(m["round_medians_s"]):
+        factor = nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
+        if blend:
+            host = nominal_host_s / float(np.sqrt(host_refs[i] * host_refs[i + 1]))
+            factor = host_share * host + (1 - host_share) * factor
+        out.append(t * factor)
+    return min(out)
 
 
 def at_speed_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -217,9 +228,11 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         *([_speed_line(probes, profile)] if probes else []),
         *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
            "reference GEMM time over the reference timed around that round in the same process "
-           "(`ftmodel.speed`), the same scaling the calibration applied to its own "
-           "measurements: the machine's changes of speed between calibration and measurement, "
-           "and between processes, taken out; the plain rows are the times as measured"]
+           "(`ftmodel.speed`; the part the prediction puts on the host by the host "
+           "reference's, where the calibration timed one), the same scaling the calibration "
+           "applied to its own measurements: the machine's changes of speed between "
+           "calibration and measurement, and between processes, taken out; the plain rows are "
+           "the times as measured"]
           if speed_rows else []),
         "",
         "APE = |predicted − measured| / measured; ratio = median predicted / measured; the MACs "
@@ -327,6 +340,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     probes.append(reference_probe_s("cpu", 5))
     nominal_s = nominal_reference_s(profile.provenance)
+    nominal_host_s = nominal_host_reference_s(profile.provenance)
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:
@@ -340,7 +354,9 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     continue
                 times = [m["time_s"] for m in ms]
                 measured = float(np.median(times))
-                at_speed = [_at_speed(m, nominal_s) for m in ms]
+                share = p.overhead_s / (p.overhead_s + p.compute_s) \
+                    if p.overhead_s + p.compute_s > 0 else 0.0
+                at_speed = [_at_speed(m, nominal_s, nominal_host_s, share) for m in ms]
                 rows.append({
                     "model": name, "family": zm.family,
                     "half": "held-out" if is_held_out(name) else "tuning",
@@ -361,6 +377,8 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                                                     for t in m.get("round_references_s", [])]
                                                    or [np.nan])),
                     "nominal_reference_s": nominal_s if nominal_s is not None else np.nan,
+                    "nominal_host_reference_s": (nominal_host_s if nominal_host_s is not None
+                                                 else np.nan),
                     "measured_at_speed_s": (float(np.median(at_speed))
                                             if None not in at_speed else np.nan),
                     "process_spread_at_speed": (max(at_speed) / min(at_speed) - 1

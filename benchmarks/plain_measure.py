@@ -5,9 +5,9 @@ but torch's thread count, timed with ``torch.utils.benchmark.Timer``.
 
 Prints one JSON object on stdout: per batch, the fastest round's median (``time_s``), every
 round's median, the minor page faults per call, and the machine's speed around the rounds: the
-reference GEMM of :mod:`ftmodel.speed` timed before the first round and after each
-(``round_references_s``, one more than rounds), with which ``benchmarks/corpus.py`` expresses
-the time at its calibration's speed. Batches run in ascending order, each warmed
+reference GEMM and the host reference of :mod:`ftmodel.speed` timed before the first round and
+after each (``round_references_s`` and ``round_host_references_s``, one more than rounds), with
+which ``benchmarks/corpus.py`` expresses the time at its calibration's speed. Batches run in ascending order, each warmed
 up and then timed in ``--rounds`` rounds of ``Timer.blocked_autorange``; glibc's malloc keeps its
 defaults unless ``--keep-heap`` (``ftmodel.measure.keep_heap``). Frameworks other than eager run
 the artifact ftmodel's runner builds (the ONNX Runtime session, the frozen TorchScript module,
@@ -62,12 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     from ftmodel.tracing.inputs import resolve_inputs
     from ftmodel.speed import SpeedMeter
 
-    meter = SpeedMeter(nominal_s=1.0)  # only its references are used here
+    meter = SpeedMeter(nominal_s=1.0, nominal_host_s=1.0)  # only its references are used here
 
-    def reference_s() -> float:  # after the framework's worker threads have gone quiet
+    def reference() -> tuple[float, float]:  # after the framework's threads have gone quiet
         if fw.settle_s > 0:
             time.sleep(fw.settle_s)
-        return meter.reference_s()
+        ref = meter.reference()
+        return ref.gemm_s, ref.host_s or 0.0
 
     zm = get_corpus_model(args.model)
     torch.manual_seed(0)
@@ -88,16 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.warmup):
             fn()
         timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=args.threads)
-        refs = [reference_s()]
+        refs = [reference()]
         medians = []
         for _ in range(args.rounds):
             medians.append(timer.blocked_autorange(min_run_time=args.round_s).median)
-            refs.append(reference_s())
+            refs.append(reference())
         points = out["points"]
         assert isinstance(points, dict)
         points[str(b)] = {"time_s": min(medians), "round_medians_s": medians,
                           "faults_per_call": _faults_per_call(fn, 3),
-                          "round_references_s": refs}
+                          "round_references_s": [g for g, _ in refs],
+                          "round_host_references_s": [h for _, h in refs]}
     print(json.dumps(out))
     return 0
 

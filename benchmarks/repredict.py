@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.speed import nominal_reference_s  # noqa: E402
+from ftmodel.speed import nominal_host_reference_s, nominal_reference_s  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
 
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)  # a path or a built-in name
     corpus = "half" in rows[0]
     nominal_s = nominal_reference_s(profile.provenance) or float("nan")
+    nominal_host_s = nominal_host_reference_s(profile.provenance)
     predictors: dict[str, Predictor] = {}
 
     def predictor(heap: str) -> Predictor:  # validate.py measures with the heap kept
@@ -79,9 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
             meas.append(float(r["measured_s"]))
-            # at the calibration's nominal speed; re-expressed at this profile's
-            at_speed.append(float(r.get("measured_at_speed_s") or "nan") * nominal_s
-                            / float(r.get("nominal_reference_s") or "nan"))
+            # at the calibration's nominal speed; re-expressed at this profile's (the host
+            # part, as this prediction shares it, by the host references where both have one)
+            factor = nominal_s / float(r.get("nominal_reference_s") or "nan")
+            row_host_s = float(r.get("nominal_host_reference_s") or "nan")
+            if nominal_host_s is not None and math.isfinite(row_host_s):
+                total = p.overhead_s + p.compute_s
+                share = p.overhead_s / total if total > 0 else 0.0
+                factor = share * nominal_host_s / row_host_s + (1 - share) * factor
+            at_speed.append(float(r.get("measured_at_speed_s") or "nan") * factor)
             names.append(name)
             halves.append(r.get("half", "all"))
     o, n, m = np.array(old), np.array(new), np.array(meas)

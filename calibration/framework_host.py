@@ -82,7 +82,7 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
         build_s[p.name] = time.perf_counter() - t0
         counts[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                                   settle_s=fw.settle_s)
+                                   settle_s=fw.settle_s, host_share={n: 1.0 for n in fns})
     names = list(fns)
     times = [measured[n].time_s for n in names]
     fit, per_call = fit_framework_costs(framework, dev_type, [counts[n] for n in names], times)

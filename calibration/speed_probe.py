@@ -9,7 +9,8 @@ from typing import Any
 
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.measure import measure
-from ftmodel.speed import SpeedMeter, nominal_reference_s, reference_gemm, speed_normalised
+from ftmodel.speed import (SpeedMeter, nominal_host_reference_s, nominal_reference_s,
+                           reference_gemm, speed_normalised)
 
 __all__ = ["DRIFT_WARNING", "reference_drift", "reference_probe_s", "speed_meter_for"]
 
@@ -36,10 +37,14 @@ def reference_drift(probes: Sequence[Mapping[str, Any]]) -> float:
 def speed_meter_for(device: str, base: HardwareProfile | None) -> SpeedMeter | None:
     """The meter a CPU calibration scales its measurements with: a new nominal speed for a
     fresh profile, the profile's own for an update (none for a profile measured without one:
-    its earlier stages were not scaled, and the new ones must match them)."""
+    its earlier stages were not scaled, and the new ones must match them; the GEMM alone for a
+    profile measured before the host reference)."""
     if device != "cpu":
         return None
     if base is None:
         return SpeedMeter(device)
     nominal_s = nominal_reference_s(base.provenance)
-    return SpeedMeter(device, nominal_s=nominal_s) if nominal_s is not None else None
+    if nominal_s is None:
+        return None
+    return SpeedMeter(device, nominal_s=nominal_s,
+                      nominal_host_s=nominal_host_reference_s(base.provenance))

@@ -58,7 +58,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
-import statistics
 import time
 from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
@@ -127,7 +126,7 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
                 progress: _Progress) -> FrameworkHost:
     counts = [_events(p.module, p.inputs) for p in programs]
     measured = measure_group([(p.name, p.module, p.inputs) for p in programs], device, rounds,
-                              round_s)
+                              round_s, host_share={p.name: 1.0 for p in programs})
     progress.step("host dispatch programs", len(programs))
     times = [measured[p.name][0] for p in programs]
     costs = fit_event_costs(counts, times)
@@ -185,8 +184,10 @@ def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, qu
             # host side as predicted, per-call cost included (0 for eager)
             rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
                          float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches))
+    # each network's host work follows the meter's host reference, its kernels the GEMM
+    shares = {r[0]: r[1] / (r[1] + r[2]) if r[1] + r[2] > 0 else 0.0 for r in rows}
     measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30,
-                                   settle_s=fw.settle_s)
+                                   settle_s=fw.settle_s, host_share=shares)
     sweep = FRAMEWORK_SWEEPS.get(framework)
     forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
@@ -384,6 +385,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     bar.close()
     profile = snapshot(True)
     if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
-        profile = at_speed(profile, statistics.median(meter.seen_s))
+        typical = meter.typical()
+        profile = at_speed(profile, typical.gemm_s, typical.host_s)
     write_profile(profile, path)
     return profile

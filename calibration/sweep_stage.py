@@ -8,7 +8,7 @@ repeated calls (:func:`ftmodel.measure.captured_repeats`), which has no host cos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -41,12 +41,17 @@ def caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], 
 
 
 def measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
-                   device: str, rounds: int, round_s: float) -> dict[str, tuple[float, float]]:
+                  device: str, rounds: int, round_s: float,
+                  host_share: Mapping[str, float] | None = None
+                  ) -> dict[str, tuple[float, float]]:
+    """(time, spread) of each labelled module called on its inputs, timed interleaved
+    (``host_share``: see :func:`ftmodel.measure.measure_interleaved`)."""
     fns = {}
     for label, module, inputs in items:
         m, xs = to_device(module, inputs, device)
         fns[label] = caller(m, xs)
-    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                              host_share=host_share)
     return {str(k): (v.time_s, v.spread) for k, v in res.items()}
 
 

@@ -6,7 +6,7 @@ measured in several *rounds*; each round takes the median of its repetitions, an
 time is the fastest round's median. ``spread`` (slowest round / fastest round − 1) flags noisy
 points. With several callables, rounds are interleaved (A B C, A B C, ...) so that slow phases of
 the machine hit every point alike; inside :func:`ftmodel.speed.speed_normalised` each round is
-also scaled to one machine speed (a reference GEMM timed around it), as calibration does.
+also scaled to one machine speed (the meter's references timed around it), as calibration does.
 
 :func:`measure_cold_interleaved` times the same callables with cold caches: before every timed
 call it runs an untimed flush that touches, on every thread, more memory than the last-level
@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import torch
 
-from ftmodel.speed import SpeedMeter, active_meter
+from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
            "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats",
@@ -163,8 +163,8 @@ def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: 
 
 def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = "cpu",
                         rounds: int = 5, warmup: int = 2, round_s: float = 0.05,
-                        max_reps: int = 200, settle_s: float = 0.0
-                        ) -> dict[K, Measurement]:
+                        max_reps: int = 200, settle_s: float = 0.0,
+                        host_share: Mapping[K, float] | None = None) -> dict[K, Measurement]:
     """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each.
 
     ``settle_s``: sleep this long before each callable's block (and its warm-up), untimed. ONNX
@@ -172,9 +172,11 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
     session they steal its cores (chains of GEMMs measured 1.5-4x slow on 2 cores), so its
     sessions are timed with a pause in between.
 
-    Inside :func:`ftmodel.speed.speed_normalised` (a CPU), a reference GEMM is timed before and
-    after each block of calls (at most every ``ftmodel.speed.REFERENCE_INTERVAL_S``; after each
-    pause with ``settle_s``) and each round's median is scaled to the meter's nominal speed."""
+    Inside :func:`ftmodel.speed.speed_normalised` (a CPU), the meter's references are timed
+    before and after each block of calls (at most every ``ftmodel.speed.REFERENCE_INTERVAL_S``;
+    after each pause with ``settle_s``), each round's median is scaled to the meter's nominal
+    speed (``host_share``: the part of each callable's time that is host work, which follows
+    the host reference; 0 when not given)."""
     reps: dict[K, int] = {}
     for key, fn in fns.items():
         if settle_s > 0:
@@ -186,35 +188,37 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
     meter = active_meter(device)
     medians: dict[K, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
-        refs: list[float] = []  # the speed meter's references this round, if one is in force
+        refs: list[Reference] = []  # the speed meter's references this round, if one is in force
         after_ref: dict[K, int] = {}  # each block's reference before it
         raw: dict[K, float] = {}
         for key, fn in fns.items():
             if settle_s > 0:
                 time.sleep(settle_s)
             if meter is not None and (not refs or settle_s > 0 or meter.due()):
-                refs.append(meter.reference_s())  # after the pause, before the runtime wakes
+                refs.append(meter.reference())  # after the pause, before the runtime wakes
             after_ref[key] = len(refs) - 1
             if settle_s > 0:
                 fn()  # untimed: wakes the runtime's threads
             times = [_time_once(fn, device) for _ in range(reps[key])]
             raw[key] = statistics.median(times)
-        _scale_round(medians, raw, meter, refs, after_ref, settle_s)
+        _scale_round(medians, raw, meter, refs, after_ref, settle_s, host_share)
     return {k: Measurement(min(v), tuple(v), reps[k] * rounds) for k, v in medians.items()}
 
 
 def _scale_round(medians: dict[K, list[float]], raw: Mapping[K, float], meter: SpeedMeter | None,
-                 refs: list[float], after_ref: Mapping[K, int], settle_s: float = 0.0) -> None:
+                 refs: list[Reference], after_ref: Mapping[K, int], settle_s: float = 0.0,
+                 host_share: Mapping[K, float] | None = None) -> None:
     """Append one round's medians, each scaled to the meter's nominal speed by the references
     around its block (as measured without a meter)."""
     if meter is not None:
         if settle_s > 0:
             time.sleep(settle_s)
-        refs.append(meter.reference_s())
+        refs.append(meter.reference())
+    shares = host_share or {}
     for key, t in raw.items():
         i = after_ref.get(key, -1)
-        medians[key].append(t if meter is None or i < 0
-                            else t * meter.factor(refs[i], refs[i + 1]))
+        medians[key].append(t if meter is None or i < 0 else
+                            t * meter.factor(refs[i], refs[i + 1], shares.get(key, 0.0)))
 
 
 def measure(fn: Callable[[], object], *, device: str = "cpu", rounds: int = 5, warmup: int = 2,
@@ -269,12 +273,12 @@ def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
     meter = active_meter(device)
     medians: dict[K, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
-        refs: list[float] = []
+        refs: list[Reference] = []
         after_ref: dict[K, int] = {}
         raw: dict[K, float] = {}
         for key, fn in fns.items():
             if meter is not None and (not refs or meter.due()):
-                refs.append(meter.reference_s())
+                refs.append(meter.reference())
             after_ref[key] = len(refs) - 1
             times = []
             for _ in range(reps):

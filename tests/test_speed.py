@@ -8,21 +8,27 @@ import pytest
 
 import ftmodel.measure as measure_mod
 from ftmodel.measure import measure_cold_interleaved, measure_interleaved
-from ftmodel.speed import (REFERENCE_SHAPE, SpeedMeter, active_meter, at_nominal_speed,
+from ftmodel.speed import (HOST_REFERENCE_CALLS, REFERENCE_SHAPE, Reference, SpeedMeter,
+                           active_meter, at_nominal_speed, nominal_host_reference_s,
                            speed_normalised)
 
 
 class ScriptedMeter(SpeedMeter):
-    """A meter whose references are given (seconds, in order) instead of timed."""
+    """A meter whose references are given (seconds, in order) instead of timed: GEMM times, or
+    (GEMM, host) pairs with a nominal host time."""
 
-    def __init__(self, nominal_s: float, refs: list[float]) -> None:
-        super().__init__("cpu", nominal_s=nominal_s)
-        self._refs: Iterator[float] = iter(refs)
+    def __init__(self, nominal_s: float, refs: list[float] | list[tuple[float, float]],
+                 nominal_host_s: float | None = None) -> None:
+        super().__init__("cpu", nominal_s=nominal_s, nominal_host_s=nominal_host_s)
+        self._refs: Iterator[float | tuple[float, float]] = iter(refs)
 
-    def reference_s(self) -> float:
-        t = next(self._refs)
-        self.seen_s.append(t)
-        return t
+    def reference(self) -> Reference:
+        r = next(self._refs)
+        ref = Reference(*r) if isinstance(r, tuple) else Reference(r)
+        self.seen_s.append(ref.gemm_s)
+        if ref.host_s is not None:
+            self.seen_host_s.append(ref.host_s)
+        return ref
 
     def due(self) -> bool:
         return False  # one reference before a round's first block and one after its last
@@ -48,6 +54,27 @@ def test_each_round_is_scaled_by_the_references_around_it(constant_time: None) -
     assert out["a"].round_medians_s == pytest.approx((2e-3, 4e-3))
     assert out["a"].time_s == pytest.approx(2e-3)
     assert meter.seen_s == [1e-3, 1e-3, 0.5e-3, 0.5e-3]
+
+
+def test_host_work_follows_the_host_reference(constant_time: None) -> None:
+    # GEMM at nominal speed; host reference twice as slow as its nominal around the round
+    meter = ScriptedMeter(1e-3, [(1e-3, 2e-4), (1e-3, 2e-4)], nominal_host_s=1e-4)
+    fns = {"host": lambda: None, "device": lambda: None, "half": lambda: None}
+    with speed_normalised(meter):
+        out = measure_interleaved(fns, rounds=1, warmup=0, round_s=0.01,
+                                  host_share={"host": 1.0, "half": 0.5})
+    assert out["host"].time_s == pytest.approx(0.5e-3)  # halved: host work at nominal speed
+    assert out["device"].time_s == pytest.approx(1e-3)  # no share given: the GEMM's factor
+    assert out["half"].time_s == pytest.approx(0.75e-3)  # half host, half kernels
+    # a meter without a host reference (a profile measured before it) scales by the GEMM
+    meter = ScriptedMeter(1e-3, [1e-3, 1e-3])
+    with speed_normalised(meter):
+        out = measure_interleaved({"host": lambda: None}, rounds=1, warmup=0, round_s=0.01,
+                                  host_share={"host": 1.0})
+    assert out["host"].time_s == pytest.approx(1e-3)
+    with speed_normalised(ScriptedMeter(1e-3, [(4e-3, 2e-4)] * 4, nominal_host_s=1e-4)):
+        assert at_nominal_speed(lambda: 1.0, host_share=1.0) == pytest.approx(0.5)
+        assert at_nominal_speed(lambda: 1.0) == pytest.approx(0.25)
 
 
 def test_blocks_of_a_round_share_its_references(constant_time: None) -> None:
@@ -91,7 +118,19 @@ def test_meter_times_the_reference_and_records_what_it_saw() -> None:
     assert summary["reference_s"] == 1e-3 and summary["normalised"] is True
     assert summary["shape"] == list(REFERENCE_SHAPE)
     assert summary["references"] == 1 and summary["min_s"] == summary["max_s"] == t
+    assert "host_reference_s" not in summary and meter.seen_host_s == []
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_host_s=2e-4)
+    ref = meter.reference()
+    assert ref.host_s is not None and ref.host_s > 0 and meter.seen_host_s == [ref.host_s]
+    summary = meter.summary()
+    assert summary["host_reference_s"] == 2e-4
+    assert summary["host_reference_calls"] == HOST_REFERENCE_CALLS
+    assert summary["host_min_s"] == summary["host_max_s"] == ref.host_s
+    assert nominal_host_reference_s({"speed": summary}) == 2e-4
+    assert nominal_host_reference_s({"speed": {"normalised": True, "reference_s": 1e-3}}) is None
     with pytest.raises(ValueError, match="measures a CPU"):
         SpeedMeter("cuda")
     with pytest.raises(ValueError, match="must be positive"):
         SpeedMeter("cpu", nominal_s=0.0)
+    with pytest.raises(ValueError, match="host reference time must be positive"):
+        SpeedMeter("cpu", nominal_s=1e-3, nominal_host_s=-1.0)

@@ -126,6 +126,39 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
         at_speed(prof, 0.0)
 
 
+def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profile: Path
+                                                                    ) -> None:
+    from ftmodel.calibration.rescale import at_speed
+
+    prof = read_profile(quick_profile)
+    speed = prof.provenance["speed"]
+    assert speed["host_reference_s"] > 0 and speed["host_median_s"] > 0
+    out = at_speed(prof, 2.0 * speed["reference_s"], 3.0 * speed["host_reference_s"])
+    assert out.provenance["speed"]["host_reference_s"] == pytest.approx(
+        3.0 * speed["host_reference_s"])
+    assert out.provenance["speed"]["start_host_reference_s"] == \
+        speed.get("start_host_reference_s", speed["host_reference_s"])
+    assert prof.host is not None and out.host is not None
+    before, after = prof.host.frameworks["eager"], out.host.frameworks["eager"]
+    for kind, cost in before.per_event_s.items():
+        assert after.per_event_s[kind] == pytest.approx(3.0 * cost)
+    assert after.in_model["per_kernel_s"] == pytest.approx(3.0 * before.in_model["per_kernel_s"])
+    assert after.in_model["device_scale"] == before.in_model["device_scale"]
+    assert out.host.page_fault_s == pytest.approx(3.0 * prof.host.page_fault_s)
+    for name, data in prof.device.op_classes.items():
+        assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
+            [2.0 * t for *_, t in data.samples]), name
+    nets = [(a, b) for a, b in zip(before.samples, after.samples) if "network" in a]
+    assert nets
+    for a, b in nets:
+        assert b["host_s"] == pytest.approx(3.0 * a["host_s"])
+        assert b["device_s"] == pytest.approx(2.0 * a["device_s"])
+        assert 2.0 * a["time_s"] <= b["time_s"] * (1 + 1e-9) <= 3.0 * a["time_s"] * (1 + 1e-9)
+    programs = [(a, b) for a, b in zip(before.samples, after.samples) if "program" in a]
+    assert programs and all(b["time_s"] == pytest.approx(3.0 * a["time_s"])
+                            for a, b in programs)
+
+
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
     p = predict_latency(mlp(4, 64), "eager", str(quick_profile), [1, 8],
                         inputs=torch.randn(1, 256))
