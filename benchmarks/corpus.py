@@ -48,7 +48,8 @@ from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
-from ftmodel.speed import REFERENCE_SHAPE, nominal_host_reference_s, nominal_reference_s  # noqa: E402
+from ftmodel.speed import (REFERENCE_SHAPE, blended, nominal_host_reference_s,  # noqa: E402
+                           nominal_reference_s)
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
 
@@ -120,7 +121,7 @@ def _at_speed(m: dict[str, Any], nominal_s: float | None, nominal_host_s: float 
         factor = nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
         if blend:
             host = nominal_host_s / float(np.sqrt(host_refs[i] * host_refs[i + 1]))
-            factor = host_share * host + (1 - host_share) * factor
+            factor = blended(factor, host, host_share)
         out.append(t * factor)
     return min(out)
 

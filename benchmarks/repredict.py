@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.speed import nominal_host_reference_s, nominal_reference_s  # noqa: E402
+from ftmodel.speed import blended, nominal_host_reference_s, nominal_reference_s  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
 
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             if nominal_host_s is not None and math.isfinite(row_host_s):
                 total = p.overhead_s + p.compute_s
                 share = p.overhead_s / total if total > 0 else 0.0
-                factor = share * nominal_host_s / row_host_s + (1 - share) * factor
+                factor = blended(factor, nominal_host_s / row_host_s, share)
             at_speed.append(float(r.get("measured_at_speed_s") or "nan") * factor)
             names.append(name)
             halves.append(r.get("half", "all"))

@@ -45,6 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ftmodel.speed import blended  # noqa: E402
+
 GROUPS = ("host programs", "networks b1", "networks b4", "networks b16", "networks b64")
 SCALINGS = (("gemm", "fastest"), ("gemm", "median"), ("blend", "fastest"), ("blend", "median"))
 
@@ -57,7 +59,8 @@ def _child(passes: int, threads: int) -> dict[str, Any]:
     from ftmodel.calibration.networks import synthetic_networks
     from ftmodel.calibration.sweep_stage import caller
     from ftmodel.measure import keep_heap, set_threads
-    from ftmodel.speed import REFERENCE_INTERVAL_S, reference_gemm, reference_host
+    from ftmodel.speed import (REFERENCE_INTERVAL_S, median_of_calls, reference_gemm,
+                               reference_host)
 
     keep_heap()
     set_threads(threads)
@@ -70,14 +73,6 @@ def _child(passes: int, threads: int) -> dict[str, Any]:
             fns[f"{net.name}@b{b}"] = caller(net.module, tuple(net.make_inputs(b)))
     gemm, host = reference_gemm(), reference_host()
 
-    def median_time(fn: Callable[[], object], n: int) -> float:
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
     out: dict[str, Any] = {"passes": []}
     with torch.no_grad():
         for fn in [*fns.values(), gemm, host]:
@@ -86,7 +81,7 @@ def _child(passes: int, threads: int) -> dict[str, Any]:
         reps = {}
         for k, fn in fns.items():
             round_s, cap = (0.03, 200) if k.startswith("host:") else (0.05, 30)
-            reps[k] = int(max(3, min(cap, round_s / max(median_time(fn, 1), 1e-7))))
+            reps[k] = int(max(3, min(cap, round_s / max(median_of_calls(fn, 1), 1e-7))))
         for _ in range(passes):
             for prefix in ("host:", ""):
                 keys = [k for k in fns if k.startswith("host:") == (prefix == "host:")]
@@ -96,10 +91,10 @@ def _child(passes: int, threads: int) -> dict[str, Any]:
                     last = -math.inf
                     for k in keys:
                         if time.perf_counter() - last >= REFERENCE_INTERVAL_S:
-                            refs.append((median_time(gemm, 8), median_time(host, 8)))
+                            refs.append((median_of_calls(gemm, 8), median_of_calls(host, 8)))
                             last = time.perf_counter()
-                        blocks.append([k, median_time(fns[k], reps[k]), len(refs) - 1])
-                    refs.append((median_time(gemm, 8), median_time(host, 8)))
+                        blocks.append([k, median_of_calls(fns[k], reps[k]), len(refs) - 1])
+                    refs.append((median_of_calls(gemm, 8), median_of_calls(host, 8)))
                     out["passes"].append({"prefix": prefix, "blocks": blocks, "refs": refs})
     return out
 
@@ -118,8 +113,7 @@ def _values(rounds: list[dict[str, Any]], scaling: str, estimate: str, g0: float
             (gb, hb), (ga, ha) = refs[i], refs[i + 1]
             gemm = g0 / math.sqrt(gb * ga)
             share = 1.0 if key.startswith("host:") else shares.get(key, 0.0)
-            f = gemm if scaling == "gemm" else \
-                share * h0 / math.sqrt(hb * ha) + (1 - share) * gemm
+            f = gemm if scaling == "gemm" else blended(gemm, h0 / math.sqrt(hb * ha), share)
             scaled.setdefault(key, []).append(t * f)
     pick = min if estimate == "fastest" else statistics.median
     return {k: pick(v) for k, v in scaled.items()}

@@ -55,7 +55,8 @@ import torch
 from torch import nn
 
 __all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "Reference",
-           "SpeedMeter", "active_meter", "at_nominal_speed", "nominal_host_reference_s",
+           "SpeedMeter", "active_meter", "at_nominal_speed", "blended", "median_of_calls",
+           "nominal_host_reference_s",
            "nominal_reference_s", "reference_gemm", "reference_host", "speed_normalised"]
 
 REFERENCE_SHAPE = (64, 1024, 1024)  # (m, k, n): a 64x1024 by 1024x1024 fp32 GEMM
@@ -114,13 +115,20 @@ def nominal_reference_s(provenance: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _median_of_calls(call: Callable[[], object]) -> float:
+def median_of_calls(call: Callable[[], object], calls: int = _REFERENCE_CALLS) -> float:
+    """Seconds of one call of ``call``: the median of ``calls`` timed calls."""
     times = []
-    for _ in range(_REFERENCE_CALLS):
+    for _ in range(calls):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def blended(gemm_factor: float, host_factor: float, host_share: float) -> float:
+    """The factor for a time whose ``host_share`` is host work: ``share × host + (1 − share) ×
+    GEMM``."""
+    return host_share * host_factor + (1.0 - host_share) * gemm_factor
 
 
 class SpeedMeter:
@@ -166,11 +174,11 @@ class SpeedMeter:
     def reference(self) -> Reference:
         """The machine's speed now: one reference GEMM's seconds (median of
         ``_REFERENCE_CALLS`` calls), and the host reference's when this meter times it."""
-        gemm_s = _median_of_calls(self._call)
+        gemm_s = median_of_calls(self._call)
         self.seen_s.append(gemm_s)
         host_s = None
         if self._timing_host:
-            host_s = _median_of_calls(self._host_call)
+            host_s = median_of_calls(self._host_call)
             self.seen_host_s.append(host_s)
         self._last_at = time.perf_counter()
         return Reference(gemm_s, host_s)
@@ -194,7 +202,7 @@ class SpeedMeter:
                 or after.host_s is None):
             return gemm
         host = self.nominal_host_s / math.sqrt(before.host_s * after.host_s)
-        return share * host + (1.0 - share) * gemm
+        return blended(gemm, host, share)
 
     def typical(self) -> Reference:
         """The speed a finished calibration is re-expressed at: the median of the GEMM
