@@ -23,7 +23,6 @@ import argparse
 import json
 import resource
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -60,14 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     from ftmodel.tools.corpus import get_corpus_model
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tracing.inputs import resolve_inputs
+    from ftmodel.measure import settle
     from ftmodel.speed import SpeedMeter
 
     meter = SpeedMeter(nominal_s=1.0, nominal_host_s=1.0)  # only its references are used here
 
     def reference() -> tuple[float, float]:  # after the framework's threads have gone quiet
         if fw.settle_s > 0:
-            time.sleep(fw.settle_s)
+            settle(fw.settle_s)
         ref = meter.reference()
+        if fw.settle_s > 0:
+            settle(0.0)  # the reference's own worker threads, before the runtime's round
         return ref.gemm_s, ref.host_s or 0.0
 
     zm = get_corpus_model(args.model)

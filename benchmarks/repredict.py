@@ -14,7 +14,8 @@ A corpus CSV (``benchmarks/corpus.py`` output, with a ``half`` column) is re-pre
 heap setting each row was predicted for, and its figures are given per half (and, where the run recorded them, against the times at its
 calibration's machine speed).
 
-Prints median / P90 APE and Spearman ρ of the committed predictions and of the new ones on the
+Prints median / P90 APE, Spearman ρ and the median ratio (predicted / measured) of the
+committed predictions and of the new ones on the
 same measured points, and the models whose median APE moved most.
 """
 
@@ -44,7 +45,7 @@ from ftmodel.tools.zoo import get_model  # noqa: E402
 def _stats(pred: np.ndarray, meas: np.ndarray) -> str:
     ape = np.abs(pred - meas) / meas
     return (f"median APE {np.median(ape):.1%}, P90 {np.quantile(ape, 0.9):.1%}, "
-            f"ρ {spearmanr(pred, meas).statistic:.3f}")
+            f"ρ {spearmanr(pred, meas).statistic:.3f}, ratio {np.median(pred / meas):.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import platform
 import statistics
+import threading
 import time
 from pathlib import Path
 from collections.abc import Callable, Hashable, Mapping
@@ -37,8 +39,8 @@ from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
            "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats",
-           "cpu_name", "heap_kept", "keep_heap", "last_level_cache_bytes", "set_threads",
-           "synchronize"]
+           "cpu_name", "heap_kept", "keep_heap", "last_level_cache_bytes",
+           "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
 
@@ -142,6 +144,47 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+QUIET_TIMEOUT_S = 0.5  # the longest :func:`settle` waits for other threads to stop running
+_QUIET_POLL_S = 0.002
+
+
+def other_threads_running() -> int:
+    """How many threads of this process, other than the calling one, are running or runnable
+    now (Linux ``/proc/self/task/*/stat``, state ``R``); 0 where that is not readable."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for tid in tids:
+        if tid == str(me):
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread exited meanwhile
+        running += state == "R"
+    return running
+
+
+def settle(seconds: float) -> float:
+    """Sleep ``seconds``, then wait (at most :data:`QUIET_TIMEOUT_S`) until no other thread of
+    this process is running; returns the seconds waited in all. ONNX Runtime's worker threads
+    spin on after a run: on a 2-vCPU Intel Xeon one stayed running for 40-55 ms, and a PyTorch
+    GEMM timed 20 ms after the run took 10-13 ms instead of 0.9 (its threads waited for time
+    slices beside the spinning one). PyTorch's own OpenMP workers spin for about 7 ms after a
+    parallel op, and are waited for too."""
+    t0 = time.perf_counter()
+    if seconds > 0:
+        time.sleep(seconds)
+    deadline = time.perf_counter() + QUIET_TIMEOUT_S
+    while other_threads_running() and time.perf_counter() < deadline:
+        time.sleep(_QUIET_POLL_S)
+    return time.perf_counter() - t0
+
+
 def _time_once(fn: Callable[[], object], device: str) -> float:
     if device.startswith("cuda"):
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -167,10 +210,12 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
                         host_share: Mapping[K, float] | None = None) -> dict[K, Measurement]:
     """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each.
 
-    ``settle_s``: sleep this long before each callable's block (and its warm-up), untimed. ONNX
-    Runtime's worker threads keep spinning for a while after a run; interleaved with another
-    session they steal its cores (chains of GEMMs measured 1.5-4x slow on 2 cores), so its
-    sessions are timed with a pause in between.
+    ``settle_s``: before each callable's block (and its warm-up), untimed, sleep this long and
+    then wait until the process's other threads stop running (:func:`settle`). ONNX Runtime's
+    worker threads keep spinning for a while after a run; interleaved with another session they
+    steal its cores (chains of GEMMs measured 1.5-4x slow on 2 cores), and a speed reference
+    timed beside them reads several times slow, so its sessions are timed with a pause in
+    between (and the reference's own threads are waited for before the block).
 
     Inside :func:`ftmodel.speed.speed_normalised` (a CPU), the meter's references are timed
     before and after each block of calls (at most every ``ftmodel.speed.REFERENCE_INTERVAL_S``;
@@ -180,7 +225,7 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
     reps: dict[K, int] = {}
     for key, fn in fns.items():
         if settle_s > 0:
-            time.sleep(settle_s)
+            settle(settle_s)
         for _ in range(warmup):
             fn()
         synchronize(device)
@@ -193,9 +238,11 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
         raw: dict[K, float] = {}
         for key, fn in fns.items():
             if settle_s > 0:
-                time.sleep(settle_s)
+                settle(settle_s)
             if meter is not None and (not refs or settle_s > 0 or meter.due()):
                 refs.append(meter.reference())  # after the pause, before the runtime wakes
+                if settle_s > 0:
+                    settle(0.0)  # the reference's own worker threads, before the runtime's
             after_ref[key] = len(refs) - 1
             if settle_s > 0:
                 fn()  # untimed: wakes the runtime's threads
@@ -212,7 +259,7 @@ def _scale_round(medians: dict[K, list[float]], raw: Mapping[K, float], meter: S
     around its block (as measured without a meter)."""
     if meter is not None:
         if settle_s > 0:
-            time.sleep(settle_s)
+            settle(settle_s)
         refs.append(meter.reference())
     shares = host_share or {}
     for key, t in raw.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,6 +70,7 @@ def test_settle_pauses_and_wakes_before_each_block(monkeypatch: pytest.MonkeyPat
     import ftmodel.measure as m
     events: list[str] = []
     monkeypatch.setattr(m.time, "sleep", lambda s: events.append(f"sleep {s}"))
+    monkeypatch.setattr(m, "other_threads_running", lambda: 0)  # quiet: see the next test
 
     def make(key: str):  # type: ignore[no-untyped-def]
         def fn() -> int:
@@ -84,6 +87,32 @@ def test_settle_pauses_and_wakes_before_each_block(monkeypatch: pytest.MonkeyPat
     for i in blocks[2:]:
         key = events[i + 1]
         assert events[i + 1: i + 2 + reps[key]] == [key] * (1 + reps[key])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_settle_waits_for_a_spinning_thread_to_stop() -> None:
+    # a thread of this process that keeps running (as ONNX Runtime's workers do after a run) is
+    # seen, and settle returns only once it has stopped (or its time-out passed)
+    import threading
+
+    from ftmodel.measure import QUIET_TIMEOUT_S, other_threads_running, settle
+    stop = threading.Event()
+    spun: list[int] = []
+
+    def spin() -> None:  # PyTorch ops release the GIL: the thread runs while this one polls
+        x = torch.randn(256, 256)
+        end = time.perf_counter() + QUIET_TIMEOUT_S / 5
+        while time.perf_counter() < end:
+            x = torch.tanh(x @ x)
+            spun.append(1)
+        stop.set()
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    seen = max(other_threads_running() for _ in range(50))
+    settle(0.0)
+    assert seen >= 1 and stop.is_set()
+    worker.join()
 
 
 def test_spread_definition() -> None:
