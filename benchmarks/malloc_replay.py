@@ -1,0 +1,221 @@
+"""Is the page-fault simulation wrong about the heap, or about what the trace allocates?
+
+    python benchmarks/malloc_replay.py --profile benchmarks/results/cpu-xeon/cpu-profile-x12.json \\
+        --models tcn-6x128@1024:16,gpt2-6x512@64:16 --out benchmarks/results/cpu-xeon/malloc-replay.md
+
+For each corpus model (``name:batch``) a child process, as ``benchmarks/plain_measure.py``
+runs it (plain glibc malloc, 2 threads, ``torch.no_grad``; the batches of ``--prior`` run
+first, as a corpus process measures 1, 4 and 16 in turn), with a small ``malloc`` logger
+preloaded (``LD_PRELOAD``; C source below, compiled with the system's ``cc``):
+
+* counts the minor page faults of 5 calls after warm-up (``getrusage``), as the corpus does;
+* logs every ``malloc``/``posix_memalign``/``free`` of one call, with the program break
+  (``sbrk(0)``) after each: how often the real heap grew and was trimmed.
+
+The parent then replays the logged stream through :func:`ftmodel.estimate.allocator.
+stream_page_faults` (3 passes from an empty heap), and compares the allocations of 128 KiB or
+more that the call made with those the trace counts (:func:`~ftmodel.estimate.allocator.
+allocations`), beside the prediction's own simulated faults. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+LOGGER_C = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+#define N (4u << 20)
+typedef struct { char op; size_t size; uintptr_t ptr, old, brk; } E;
+static E ev[N];
+static unsigned n = 0;
+static int on = 0;
+static void rec(char op, size_t s, void *p, void *old) {
+  if (!on) return;
+  unsigned i = __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED);
+  if (i >= N) return;
+  ev[i] = (E){op, s, (uintptr_t)p, (uintptr_t)old, (uintptr_t)sbrk(0)};
+}
+void *malloc(size_t s) { void *p = __libc_malloc(s); rec('m', s, p, 0); return p; }
+void free(void *p) { if (p) rec('f', 0, p, 0); __libc_free(p); }
+void *calloc(size_t a, size_t b) { void *p = __libc_calloc(a, b); rec('m', a * b, p, 0); return p; }
+void *realloc(void *o, size_t s) { void *p = __libc_realloc(o, s); rec('r', s, p, o); return p; }
+int posix_memalign(void **r, size_t al, size_t s) {
+  void *p = __libc_memalign(al, s); if (!p) return ENOMEM; *r = p; rec('m', s, p, 0); return 0; }
+void *memalign(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('m', s, p, 0); return p; }
+void *aligned_alloc(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('m', s, p, 0); return p; }
+void mlog_start(void) { n = 0; on = 1; }
+unsigned mlog_stop(const char *path) {
+  on = 0; unsigned m = n < N ? n : N;
+  FILE *f = fopen(path, "w");
+  for (unsigned i = 0; i < m; i++)
+    fprintf(f, "%c %zu %lx %lx %lx\n", ev[i].op, ev[i].size, (unsigned long)ev[i].ptr,
+            (unsigned long)ev[i].old, (unsigned long)ev[i].brk);
+  fclose(f); return m;
+}
+"""
+BIG = 128 * 1024
+
+
+def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) -> None:
+    import torch
+
+    from ftmodel.tools.corpus import get_corpus_model
+    from ftmodel.tracing.inputs import resolve_inputs
+    torch.set_num_threads(2)
+    zm = get_corpus_model(name)
+    model = zm.build().eval()
+    lib = ctypes.CDLL(logger)
+    lib.mlog_stop.argtypes = [ctypes.c_char_p]
+
+    def call_at(b: int):  # type: ignore[no-untyped-def]
+        inp = resolve_inputs(model, zm.make_inputs(b), b)
+
+        def fn() -> object:
+            with torch.no_grad():
+                return model(*inp.args, **inp.kwargs)
+        return fn
+
+    for b in prior:
+        warm = call_at(b)
+        for _ in range(20):
+            warm()
+    fn = call_at(batch)
+    for _ in range(10):
+        fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        fn()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+    lib.mlog_start()
+    fn()
+    lib.mlog_stop(log_path.encode())
+    print(json.dumps({"faults_per_call": faults}))
+
+
+def _stream(log_path: str) -> tuple[list[tuple[str, int, int]], int, int, list[int]]:
+    """(events for the replay, real grows, real trims, sizes of the allocations >= BIG)."""
+    events: list[tuple[str, int, int]] = []
+    grows = trims = 0
+    big: list[int] = []
+    last_brk = None
+    for line in Path(log_path).read_text().splitlines():
+        op, size, ptr, old, brk = line.split()
+        if op == "r":  # realloc: a free of the old pointer, then a malloc
+            events.append(("free", 0, int(old, 16)))
+            op = "m"
+        if op == "m":
+            events.append(("malloc", int(size), int(ptr, 16)))
+            if int(size) >= BIG:
+                big.append(int(size))
+        else:
+            events.append(("free", 0, int(ptr, 16)))
+        b = int(brk, 16)
+        if last_brk is not None:
+            grows += b > last_brk
+            trims += b < last_brk
+        last_brk = b
+    return events, grows, trims, big
+
+
+def _sizes(sizes: list[int]) -> str:
+    c = collections.Counter(sizes)
+    return ", ".join(f"{n}× {s / 2**20:.2f}" for s, n in sorted(c.items(), key=lambda x: -x[0])[:4])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--profile", default=None, help="a CPU profile (the trace's lowering)")
+    ap.add_argument("--models", default="", help="name:batch,... (corpus models)")
+    ap.add_argument("--prior", default="1,4", help="batches each process runs first")
+    ap.add_argument("--out", type=Path, default=None, help="also write the report here")
+    ap.add_argument("--child", nargs=4, metavar=("NAME", "BATCH", "LOGGER", "LOG"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    prior = [int(b) for b in args.prior.split(",") if b]
+    if args.child:
+        name, batch, logger, log = args.child
+        _child(name, int(batch), [b for b in prior if b != int(batch)], logger, log)
+        return 0
+    if not args.models:
+        ap.error("--models is required (name:batch,...)")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit("benchmarks/malloc_replay.py needs a C compiler (cc) for its malloc "
+                         "logger; install one (e.g. build-essential) and run it again")
+
+    from ftmodel.api import Predictor
+    from ftmodel.estimate.allocator import allocations, page_faults, stream_page_faults
+    from ftmodel.tools.corpus import get_corpus_model
+
+    lines = ["# A real process's malloc calls, replayed through the page-fault simulation", "",
+             f"- command: `python benchmarks/malloc_replay.py --profile {args.profile} --models "
+             + args.models
+             + f" --prior {args.prior}`",
+             "- measured: minor faults per call (getrusage, 5 calls after warm-up, in a plain "
+             "process with the logger preloaded); real heap: times the program break moved up / "
+             "down during one logged call",
+             "- replay: the logged stream through `stream_page_faults`, passes 1 / 2 / 3 from an "
+             "empty heap (faults, grows / trims); trace: the prediction's own simulation",
+             "", "| model | batch | measured faults | real heap grows / trims | replay faults "
+             "(pass 1 / 2 / 3) | replay grows / trims (pass 3) | trace faults | logged ≥128 KiB "
+             "(MiB) | traced ≥128 KiB (MiB) |", "|---|---|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = Path(tmp, "mlog.c"), Path(tmp, "mlog.so")
+        src.write_text(LOGGER_C)
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        if args.profile is None:
+            ap.error("--profile is required")
+        predictor = Predictor("eager", args.profile, heap="plain")
+        for spec in args.models.split(","):
+            name, _, b = spec.partition(":")
+            batch = int(b or 1)
+            log = str(Path(tmp, "log.txt"))
+            env = {**os.environ, "LD_PRELOAD": str(lib), "OMP_NUM_THREADS": "2"}
+            res = subprocess.run([sys.executable, __file__, "--prior", args.prior, "--child",
+                                  name, str(batch), str(lib), log], env=env, check=True,
+                                 capture_output=True, text=True)
+            measured = json.loads(res.stdout.strip().splitlines()[-1])["faults_per_call"]
+            events, grows, trims, big = _stream(log)
+            replay = stream_page_faults(events, passes=3)
+            zm = get_corpus_model(name)
+            model = zm.build().eval()
+            program = predictor.lower(model, zm.make_inputs, batch,
+                                      predictor.trace(model, zm.make_inputs, batch))
+            traced = [a.size_bytes for a in allocations(program.kernels) if a.size_bytes >= BIG]
+            simulated = float(page_faults(program.kernels).sum())
+            lines.append(
+                f"| {name} | {batch} | {measured:,.0f} | {grows} / {trims} | "
+                + " / ".join(f"{p.faults:,}" for p in replay)
+                + f" | {replay[-1].grows} / {replay[-1].trims} | {simulated:,.0f} | "
+                f"{len(big)}: {_sizes(big)} | {len(traced)}: {_sizes(traced)} |")
+            print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
