@@ -47,13 +47,14 @@ class OpSample:
 
     def curve_row(self, main: Kernel, device_s: float
                   ) -> tuple[tuple[float, float, float, float], float]:
-        """(the curve's row for this sample: ``main`` kernel's MACs, bytes read, bytes written
-        and ``device_s``; the steps they were divided by). On a per-step curve
+        """(the curve's row for this sample: ``main`` kernel's MACs, bytes read (each re-read
+        of its weights counted, ``Kernel.read_traffic_bytes``), bytes written and
+        ``device_s``; the steps they were divided by). On a per-step curve
         (:data:`~ftmodel.estimate.curves.STEP_CURVES`) the row holds one step's share of the
         layer's work and time, else the whole kernel's (steps 1)."""
         steps = float(steps_of(main.variant)[0]) if self.curve in STEP_CURVES else 1.0
         macs, br, bw = step_work(*(np.array([float(v)]) for v in (
-            main.macs, main.bytes_read, main.bytes_weights, main.bytes_written, steps)))
+            main.macs, main.read_traffic_bytes, main.bytes_weights, main.bytes_written, steps)))
         return (float(macs[0]), float(br[0]), float(bw[0]), device_s / steps), steps
 
 

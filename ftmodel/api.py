@@ -111,12 +111,14 @@ def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
     return replace(k1, macs=lin(k1.macs, k2.macs), bytes_read=lin(k1.bytes_read, k2.bytes_read),
                    bytes_written=lin(k1.bytes_written, k2.bytes_written),
                    bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
+                   weight_reads=max(1, lin(k1.weight_reads, k2.weight_reads)),
                    reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes))
 
 
 def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
     """Kernel ``k`` of a program at batch ``b0``, at batch ``b``: MACs, bytes written and bytes
-    read other than weights in proportion to batch, weights as they are."""
+    read other than weights in proportion to batch, weights as they are (read once per image
+    where the kernel does so, ``Kernel.weights_per_image``)."""
     r = b / b0
 
     def per_batch(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
@@ -124,9 +126,10 @@ def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
 
     act = max(k.bytes_read - k.bytes_weights, 0)
     reads = k.reads if k.bytes_weights else per_batch(k.reads)
+    weight_reads = max(1, round(k.weight_reads * r)) if k.weights_per_image else k.weight_reads
     return replace(k, macs=int(k.macs * r), bytes_read=int(k.bytes_weights + act * r),
                    bytes_written=int(k.bytes_written * r), reads=reads,
-                   writes=per_batch(k.writes))
+                   writes=per_batch(k.writes), weight_reads=weight_reads)
 
 
 class Predictor:

@@ -38,10 +38,24 @@ class Kernel:
     # launched from C++ inside a Python call that launched an earlier kernel (OpRecord.inner;
     # eager only): no Python between the two, so no per-call Python cost
     inner: bool = False
+    # how many times the kernel streams its weights (``bytes_weights``) in one call: a library
+    # whose work items are (image, filter block, output rows) reads every filter once per image
+    # (ONNX Runtime's NCHWc convolutions); 1 for a kernel that reads them once
+    weight_reads: int = 1
+    # whether ``weight_reads`` is the batch's image count (so it follows the batch when the
+    # kernel is re-sized to another batch, ftmodel.api.kernel_at_batch)
+    weights_per_image: bool = False
 
     @property
     def bytes_total(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    @property
+    def read_traffic_bytes(self) -> int:
+        """Bytes the kernel reads, counting each re-read of its weights (``weight_reads``):
+        the axis its device-time curve is looked up on. ``bytes_read`` counts each operand
+        once (what the cache model and the allocator see)."""
+        return self.bytes_read + max(0, self.weight_reads - 1) * self.bytes_weights
 
 
 def entry_launches(kernels: Sequence[Kernel]) -> np.ndarray:

@@ -221,7 +221,9 @@ class DeviceModel:
                             for k in kernels])
         dtypes = np.array([self._math_dtype(k.dtype) for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
-        br = np.array([k.bytes_read for k in kernels], dtype=np.float64)
+        # a kernel that streams its weights several times is looked up on all it reads
+        # (Kernel.read_traffic_bytes); the cache model's cold share is of each operand once
+        br = np.array([k.read_traffic_bytes for k in kernels], dtype=np.float64)
         bw = np.array([k.bytes_written for k in kernels], dtype=np.float64)
         # steps are priced on curves of pre-packed GEMMs only: a framework's own (ONNX Runtime's
         # MLAS); eager's GEMM samples re-pack their weights on every call, which a fused layer
@@ -313,6 +315,11 @@ class DeviceModel:
         if not own.any():
             return
         idx = np.flatnonzero(own)
+        # streaming from memory is paid once per operand, not per re-read of the weights
+        # (Kernel.weight_reads): only the first pass over them can find them cold
+        br = br.copy()
+        br[idx] -= np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
+                             for i in idx.tolist()], dtype=np.float64)
         shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else
                            self._key(kernels[i].op_class, kernels[i].variant,
                                      kernels[i].members[0] if kernels[i].members else "",

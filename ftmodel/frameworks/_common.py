@@ -377,10 +377,14 @@ def make_kernel(op_class: str, macs: int, bytes_read: int, bytes_written: int,
                 module_path: str, members: tuple[str, ...], dtype: str = "float32",
                 variant: str = "", bytes_weights: int = 0,
                 reads: tuple[tuple[int, int], ...] = (),
-                writes: tuple[tuple[int, int], ...] = ()) -> Kernel:
-    """A Kernel; ``bytes_weights`` and the operand identities ``reads``/``writes`` ((storage
-    id, bytes) pairs) are kept where this version of Kernel has the fields."""
+                writes: tuple[tuple[int, int], ...] = (), weight_reads: int = 1,
+                weights_per_image: bool = False) -> Kernel:
+    """A Kernel; ``bytes_weights``, the operand identities ``reads``/``writes`` ((storage
+    id, bytes) pairs) and ``weight_reads`` of a kernel that reads its weights once per image
+    (``weights_per_image``) are kept where this version of Kernel has the fields."""
     kw: dict[str, Any] = {}
+    if weights_per_image and "weights_per_image" in _KERNEL_FIELDS:
+        kw["weight_reads"], kw["weights_per_image"] = max(1, int(weight_reads)), True
     if "bytes_weights" in _KERNEL_FIELDS:
         kw["bytes_weights"] = int(bytes_weights)
     if (reads or writes) and "reads" in _KERNEL_FIELDS:

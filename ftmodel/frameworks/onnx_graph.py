@@ -19,7 +19,13 @@ Counting semantics
   LSTM/GRU/RNN: tokens × (numel(W) + numel(R))) — computed from the shapes ORT actually uses,
   so NCHWc channel padding counts;
   ``bytes_read`` / ``bytes_written`` = the node's inputs / outputs at the kernel boundary;
-  ``bytes_weights`` = its initializer inputs.
+  ``bytes_weights`` = its initializer inputs. An NCHWc convolution (``com.microsoft.nchwc::Conv``)
+  reads its filters once per image (``Kernel.weight_reads`` = the batch): MLAS splits its work
+  into items of batch × group × filter set × output row, images outermost, and starts the
+  filters over for every image (``MLAS_NCHWC_GROUPED_CONV_ALGORITHM`` in MLAS's
+  ``snchwc.cpp``). On the Intel Xeon the 512-channel
+  3x3 convolutions of ResNet-34 at batch 16 on a 3-px map ran at 97 GMAC/s against 200 for
+  the same MACs on a 24-px map, where weights were counted once.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
   ``onnx.shape_inference`` node-level inference for standard ops (constant initializers feed
   Reshape-like ops) and small rules for ORT's contrib ops (``com.microsoft``,
@@ -50,6 +56,9 @@ from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, ma
 from ftmodel.tracing.variants import recurrent_share, rnn_variant
 
 __all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
+
+# ONNX Runtime's domain for the NCHWc-blocked CPU kernels its layout transformer inserts
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 # ---- MACs -----------------------------------------------------------------------------------
@@ -217,6 +226,17 @@ def _topological(nodes: Sequence[Any], available: set[str]) -> list[Any]:
     return order
 
 
+def _weights_per_image(node: Any) -> bool:
+    """Whether the node's kernel streams its weights once per image: an NCHWc convolution
+    (MLAS's work items are per image)."""
+    return bool(node.domain == NCHWC_DOMAIN and node.op_type == "Conv")
+
+
+def _images(ins: Sequence[Sequence[int] | None]) -> int:
+    """The batch's image count: the first input's leading dimension (1 if unknown)."""
+    return max(1, int(ins[0][0])) if ins and ins[0] else 1
+
+
 def _members(node: Any, attrs: dict[str, Any]) -> tuple[str, ...]:
     dom = node.domain or ""
     head = f"{dom}::{node.op_type}" if dom else node.op_type
@@ -284,7 +304,9 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             variant = rnn_variant(steps, recurrent_share(w, r))
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
-                                   DTYPE_NAME.get(out_dtype, "float32"), variant, weights))
+                                   DTYPE_NAME.get(out_dtype, "float32"), variant, weights,
+                                   weight_reads=_images(ins),
+                                   weights_per_image=_weights_per_image(node)))
     kernel_tuple = tuple(kernels)
     events.update(kernel_events(kernel_tuple))
     warnings = list(extra_warnings)

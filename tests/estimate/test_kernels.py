@@ -167,6 +167,29 @@ def test_own_curve_without_cold_data_borrows_the_shared_cold_penalty() -> None:
     assert c_sh[1] == pytest.approx(2 * h_sh[1], rel=1e-3)  # eager: its own GEMM cold curve
 
 
+def test_weights_read_once_per_image_are_looked_up_on_all_they_read() -> None:
+    """A kernel that streams its weights once per image (Kernel.weight_reads) is priced on its
+    curve at all the bytes it reads; the cold penalty it borrows is for each byte once."""
+    import dataclasses
+
+    # a conv curve on which bytes cost time: intensity falls, time rises
+    rows = tuple((m, b, 0.0, m / 1e10 + b / 1e9) for m in (1e6, 1e8) for b in (1e4, 1e6, 1e8))
+    red = tuple((0.0, b, 8.0, b / 2e10) for b in (1e3, 1e5, 1e7, 1e9))
+    dev = _device({"conv": OpClassData("samples", rows),
+                   "onnxruntime/conv": OpClassData("samples", rows),
+                   "reduction": OpClassData("samples", red, cold_s=tuple(5 * r[3] for r in red))})
+    once = Kernel("conv", 10**7, 2 * 10**6, 0, "m", ("com.microsoft.nchwc::Conv",),
+                  bytes_weights=10**6)
+    per_image = dataclasses.replace(once, weight_reads=8, weights_per_image=True)
+    as_traffic = dataclasses.replace(once, bytes_read=per_image.read_traffic_bytes)
+    assert per_image.read_traffic_bytes == 2 * 10**6 + 7 * 10**6
+    dm = DeviceModel(dev, "fp32", "onnxruntime")
+    hot, cold = dm.hot_cold_times_s([once, per_image, as_traffic])
+    assert hot[1] == pytest.approx(hot[2], rel=1e-6) and hot[1] > 1.5 * hot[0]
+    assert cold[1] - hot[1] == pytest.approx(cold[0] - hot[0], rel=1e-6)  # bytes once
+    assert cold[2] - hot[2] > 2 * (cold[0] - hot[0])
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:

@@ -113,6 +113,29 @@ def test_conv_bn_relu_fuse_into_one_kernel() -> None:
     assert convs[0].macs >= 2 * 8 * 8 * 16 * 3 * 9
 
 
+def test_nchwc_convolution_reads_its_weights_once_per_image() -> None:
+    # MLAS's NCHWc convolution starts its filters over for every image of the batch: the
+    # curve axis counts the weights that many times, the cache model's bytes once
+    from ftmodel.api import kernel_at_batch
+
+    model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(32, 32, 3, padding=1)).eval()
+    x = torch.randn(1, 16, 8, 8)
+    prog = ort_fw.lower_model(model, x, 4, ftmodel.trace(model, x, 4))
+    nchwc = [k for k in prog.kernels if k.members[0] == "com.microsoft.nchwc::Conv"]
+    assert nchwc, [k.members for k in prog.kernels]
+    for k in nchwc:
+        assert k.weights_per_image and k.weight_reads == 4 and k.bytes_weights > 0
+        assert k.read_traffic_bytes == k.bytes_read + 3 * k.bytes_weights
+        k8 = kernel_at_batch(k, 4, 8)
+        assert k8.weight_reads == 8 and k8.bytes_weights == k.bytes_weights
+    # other kernels (the layout reorders, a Gemm) read what they read once
+    assert all(k.weight_reads == 1 and k.read_traffic_bytes == k.bytes_read
+               for k in prog.kernels if k not in nchwc)
+    mlp = ort_fw.lower_model(_mlp(), torch.randn(1, IN), 4)
+    assert all(not k.weights_per_image and k.weight_reads == 1 for k in mlp.kernels)
+
+
 def test_mlp_work_from_graph_shapes() -> None:
     model, b = _mlp(), 4
     prog = ort_fw.lower_model(model, torch.randn(1, IN), b)
