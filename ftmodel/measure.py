@@ -3,7 +3,9 @@ validation.
 
 Noise on a shared machine is one-sided (a busy neighbour only slows a run), so each point is
 measured in several *rounds*; each round takes the median of its repetitions, and the reported
-time is the fastest round's median. ``spread`` (slowest round / fastest round − 1) flags noisy
+time is the fastest round's median, unless that round is more than :data:`IMPLAUSIBLY_FAST`
+times faster than the rounds' median (a round scaled by a speed reference that read slow; then
+the fastest of the others, :func:`fastest_plausible`). ``spread`` (slowest round / fastest round − 1) flags noisy
 points. With several callables, rounds are interleaved (A B C, A B C, ...) so that slow phases of
 the machine hit every point alike; inside :func:`ftmodel.speed.speed_normalised` each round is
 also scaled to one machine speed (the meter's references timed around it), as calibration does.
@@ -29,7 +31,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -38,8 +40,8 @@ import torch
 from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
-           "DEFAULT_MALLOC_HELP", "allocator_setting", "cache_flusher", "captured_repeats",
-           "cpu_name", "heap_kept", "keep_heap", "last_level_cache_bytes",
+           "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
+           "captured_repeats", "cpu_name", "fastest_plausible", "heap_kept", "keep_heap", "last_level_cache_bytes",
            "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
@@ -58,7 +60,7 @@ def cpu_name() -> str:
 
 @dataclass(frozen=True)
 class Measurement:
-    time_s: float  # fastest round's median
+    time_s: float  # fastest plausible round's median (fastest_plausible)
     round_medians_s: tuple[float, ...]
     n_samples: int
 
@@ -67,6 +69,24 @@ class Measurement:
         """Slowest round's median over the fastest's, minus 1 (0 = perfectly stable)."""
         lo, hi = min(self.round_medians_s), max(self.round_medians_s)
         return hi / lo - 1.0 if lo > 0 else 0.0
+
+
+# a scaled round faster than the rounds' median by more than this factor is taken for a bad
+# speed reference, not a fast round: interference only slows a round down, while a reference
+# timed slow (a runtime's threads still running beside it) scales its round down as much
+IMPLAUSIBLY_FAST = 1.5
+
+
+def fastest_plausible(rounds_s: Sequence[float]) -> float:
+    """The fastest of ``rounds_s`` that is not more than :data:`IMPLAUSIBLY_FAST` times faster
+    than their median. Rounds scaled to a nominal speed can come out too fast when a speed
+    reference beside them read slow: on the Intel Xeon an ONNX Runtime GEMM sample (256 x 4096
+    x 1024) kept a round at 1.7 ms where its others took 6-7 ms (a 2-core machine's peak rate
+    exceeded 2.5-fold), and the curve priced GPT-2's projections 3.5x too fast."""
+    if not rounds_s:
+        raise ValueError("no rounds to choose from")
+    floor = statistics.median(rounds_s) / IMPLAUSIBLY_FAST
+    return min(t for t in rounds_s if t >= floor)
 
 
 def set_threads(threads: int | None) -> int:
@@ -249,7 +269,8 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
             times = [_time_once(fn, device) for _ in range(reps[key])]
             raw[key] = statistics.median(times)
         _scale_round(medians, raw, meter, refs, after_ref, settle_s, host_share)
-    return {k: Measurement(min(v), tuple(v), reps[k] * rounds) for k, v in medians.items()}
+    return {k: Measurement(fastest_plausible(v), tuple(v), reps[k] * rounds)
+            for k, v in medians.items()}
 
 
 def _scale_round(medians: dict[K, list[float]], raw: Mapping[K, float], meter: SpeedMeter | None,
@@ -334,7 +355,8 @@ def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
                 times.append(_time_once(fn, device))
             raw[key] = statistics.median(times)
         _scale_round(medians, raw, meter, refs, after_ref)
-    return {k: Measurement(min(v), tuple(v), reps * rounds) for k, v in medians.items()}
+    return {k: Measurement(fastest_plausible(v), tuple(v), reps * rounds)
+            for k, v in medians.items()}
 
 
 def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float = 2e-3,

@@ -121,6 +121,20 @@ def test_spread_definition() -> None:
     assert Measurement(0.0, (0.0, 0.0), 2).spread == 0.0
 
 
+def test_a_round_far_faster_than_the_others_is_passed_over() -> None:
+    from ftmodel.measure import IMPLAUSIBLY_FAST, fastest_plausible
+
+    # interference slows rounds: the fastest is kept
+    assert fastest_plausible([6.0, 6.4, 7.9, 6.1, 9.0]) == 6.0
+    # a round scaled by a reference that read 3.5x slow: passed over for the fastest other one
+    assert fastest_plausible([1.7, 6.1, 6.0, 6.3, 6.2]) == 6.0
+    # at the bound it still counts
+    assert fastest_plausible([4.0 / IMPLAUSIBLY_FAST, 4.0, 4.0]) == pytest.approx(4.0 / 1.5)
+    assert fastest_plausible([3.0]) == 3.0
+    with pytest.raises(ValueError):
+        fastest_plausible([])
+
+
 def test_set_threads() -> None:
     before = torch.get_num_threads()
     try:
