@@ -57,7 +57,10 @@ def probe_cache(device: str, flush: Callable[[], object], llc_bytes: int, *,
 
 
 def fit_cache_model(probe: dict[str, Any]) -> dict[str, float]:
-    """lo_bytes, hi_bytes, stream_share of :class:`ftmodel.estimate.cache.CacheModel`."""
+    """lo_bytes, hi_bytes, stream_share of :class:`ftmodel.estimate.cache.CacheModel`, and
+    ``cold_s_per_byte``: what the probe's layer paid per byte of weights after a flush beyond
+    its hot time, ``(t_cold − t_hot) / layer bytes`` (the penalty a kernel on a hot-only curve
+    is charged per cold byte, scaled by the same ``stream_share · φ``)."""
     n = np.asarray(probe["grid_layers"], dtype=float)
     t = np.asarray(probe["per_layer_s"], dtype=float)
     hot, cold = float(probe["hot_s"]), float(probe["cold_s"])
@@ -80,4 +83,5 @@ def fit_cache_model(probe: dict[str, Any]) -> dict[str, float]:
     if best is None:
         return {}
     _, lo, hi, eta = best
-    return {"lo_bytes": lo, "hi_bytes": hi, "stream_share": eta}
+    return {"lo_bytes": lo, "hi_bytes": hi, "stream_share": eta,
+            "cold_s_per_byte": (cold - hot) / float(probe["layer_bytes"])}

@@ -13,8 +13,8 @@ Two factors, one per reference. Host times follow the host reference: the host c
 and per call of every framework, the in-model ``per_kernel_s`` (what a kernel costs inside a
 network beyond its op's curve and its dispatch), the page-fault price, the host programs'
 recorded times and the in-model networks' host parts. Device times follow the GEMM: curve
-samples' times and their cold times, the in-model ``per_byte_s``, the device's launch, sync and
-floor times, the sweep samples' recorded times and the networks' device parts (a network's
+samples' times and their cold times, the in-model ``per_byte_s``, the cache probe's
+``cold_s_per_byte``, the device's launch, sync and floor times, the sweep samples' recorded times and the networks' device parts (a network's
 recorded total takes the two in proportion). A profile without a host reference, or a call
 without a host time, scales both sides by the GEMM's factor. Dimensionless terms
 (``host_scale``, ``device_scale``, spreads, cache-model sizes and shares) are kept.
@@ -95,7 +95,9 @@ def at_speed(profile: HardwareProfile, reference_s: float,
     dev = profile.device
     device = replace(dev, op_classes={k: _curve(v, factor, k) for k, v in dev.op_classes.items()},
                      launch_latency_s=dev.launch_latency_s * factor, sync_s=dev.sync_s * factor,
-                     kernel_floor_s=dev.kernel_floor_s * factor)
+                     kernel_floor_s=dev.kernel_floor_s * factor,
+                     cache={k: v * factor if k.endswith("cold_s_per_byte") else v
+                            for k, v in dev.cache.items()})
     host = profile.host and replace(
         profile.host, page_fault_s=profile.host.page_fault_s * host_factor,
         frameworks={k: _framework(v, host_factor, factor)

@@ -56,6 +56,10 @@ class CacheModel:
     lo_bytes: float
     hi_bytes: float
     stream_share: float = 1.0
+    # the cache probe's cold penalty per byte read (a layer's weights after a flush, beyond its
+    # hot time); 0 where the profile predates it. A MAC kernel on a framework's hot-only curve
+    # is charged it per byte (ftmodel.estimate.kernels.DeviceModel)
+    cold_s_per_byte: float = 0.0
 
     @classmethod
     def from_params(cls, params: Mapping[str, float], framework: str = "") -> CacheModel | None:
@@ -68,7 +72,7 @@ class CacheModel:
         if hi <= 0:
             return None
         lo = get("lo_bytes", 0.0)
-        return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0))
+        return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0), get("cold_s_per_byte", 0.0))
 
     def cold_share(self, bytes_since: float) -> float:
         """φ: the share of an operand that is cold when ``bytes_since`` (its own size

@@ -302,11 +302,17 @@ class DeviceModel:
         inductor's generated loops) borrows a cold penalty ``t_cold − t_hot`` from the shared
         curves: streaming bytes from memory costs what the memory system charges, whichever
         loop reads them. A memory-bound kernel takes the penalty of the shared curve it would
-        otherwise use. A MAC kernel takes that of a shared reduction reading its bytes
-        (:data:`STREAM_CLASS`: reads, barely writes, like a GEMM streaming its weights), not
-        that of eager's GEMM/conv: eager's cold samples include the library's per-call weight
-        packing from cold memory, which runtimes with pre-packed weights (ONNX Runtime) do not
-        pay — borrowed, that penalty over-predicted ONNX Runtime's CNNs up to 3×. In place."""
+        otherwise use. A MAC kernel is charged, per byte it reads (each operand once), the
+        cache probe's cold penalty per byte (``CacheModel.cold_s_per_byte``: a chain of layers
+        streaming their weights, the measurement the cache model's ``stream_share`` is fitted
+        to, so the blend reproduces the probe's in-chain cost); in a profile without it, that of
+        a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely writes, like a
+        GEMM streaming its weights), whose flushed samples cost 4-5× less per byte than the
+        probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had its 512-channel
+        convolutions priced at 0.65 of their node times). Not eager's GEMM/conv curves: eager's
+        cold samples include the library's per-call weight packing from cold memory, which
+        runtimes with pre-packed weights (ONNX Runtime) do not pay — borrowed, that penalty
+        over-predicted ONNX Runtime's CNNs up to 3×. In place."""
         if not self._borrows:
             return
         prefix = f"{self.framework}/"
@@ -320,6 +326,11 @@ class DeviceModel:
         br = br.copy()
         br[idx] -= np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
                              for i in idx.tolist()], dtype=np.float64)
+        per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
+        if per_byte > 0.0:  # MAC kernels: the probe's penalty per byte
+            mac = np.array([kernels[i].op_class in MAC_CLASSES for i in idx.tolist()], dtype=bool)
+            cold[idx[mac]] = hot[idx[mac]] + br[idx[mac]] * per_byte
+            idx = idx[~mac]
         shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else
                            self._key(kernels[i].op_class, kernels[i].variant,
                                      kernels[i].members[0] if kernels[i].members else "",

@@ -88,6 +88,8 @@ def test_cache_fit_recovers_ramp_and_stream_share() -> None:
     assert fit["lo_bytes"] == 12 * MIB
     assert fit["hi_bytes"] == 32 * MIB
     assert fit["stream_share"] == pytest.approx(0.6, rel=1e-6)
+    # the flushed layer's penalty per byte of its weights: (120 − 20) µs over 1 MiB
+    assert fit["cold_s_per_byte"] == pytest.approx(100e-6 / LAYER_BYTES, rel=1e-9)
 
 
 def test_cache_fit_finds_nothing_when_flushing_changes_nothing() -> None:

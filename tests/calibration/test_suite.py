@@ -104,6 +104,9 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
     slow = at_speed(prof, 2.5 * prof.provenance["speed"]["reference_s"])
     assert slow.provenance["speed"]["start_reference_s"] == \
         prof.provenance["speed"]["start_reference_s"]
+    assert {k: v for k, v in slow.device.cache.items() if k.endswith("cold_s_per_byte")} == \
+        pytest.approx({k: 2.5 * v for k, v in prof.device.cache.items()
+                       if k.endswith("cold_s_per_byte")})
     torch.manual_seed(0)
     cnn = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                         nn.MaxPool2d(2), nn.Conv2d(16, 16, 3, groups=16), nn.AdaptiveAvgPool2d(1),

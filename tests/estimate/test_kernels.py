@@ -190,6 +190,37 @@ def test_weights_read_once_per_image_are_looked_up_on_all_they_read() -> None:
     assert cold[2] - hot[2] > 2 * (cold[0] - hot[0])
 
 
+def test_mac_kernels_on_hot_only_curves_pay_the_cache_probes_penalty_per_byte() -> None:
+    """With the cache probe's cold penalty per byte in the profile, a MAC kernel on a
+    framework's hot-only curve is charged it for each byte it reads (each weight once); a
+    memory-bound one keeps the shared curve's penalty; without it, the shared reduction's."""
+    import dataclasses
+
+    hot = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
+    red = tuple((0.0, b, 8.0, b / 2e10) for b in (1e3, 1e5, 1e7))
+    classes = {
+        "elementwise": OpClassData("samples", hot, cold_s=tuple(3 * r[3] for r in hot)),
+        "onnxruntime/elementwise": OpClassData("samples", hot),
+        "reduction": OpClassData("samples", red, cold_s=tuple(5 * r[3] for r in red)),
+        "gemm": OpClassData("samples", SAT_ROWS, cold_s=tuple(2 * r[3] for r in SAT_ROWS)),
+        "onnxruntime/gemm": OpClassData("samples", SAT_ROWS)}
+    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.2}
+    with_probe = DeviceProfile("dev", "cpu", "sync", classes,
+                               cache={**cache, "cold_s_per_byte": 2e-10})
+    without = DeviceProfile("dev", "cpu", "sync", classes, cache=cache)
+    mm = dataclasses.replace(_gemm(1e6, 1e5), bytes_weights=6 * 10**4, weight_reads=4,
+                             weights_per_image=True)
+    ew = _ew(1e5)
+    h, c = DeviceModel(with_probe, "fp32", "onnxruntime").hot_cold_times_s([mm, ew])
+    assert c[0] - h[0] == pytest.approx(1e5 * 2e-10, rel=1e-6)  # 1e5 bytes, each once
+    h0, c0 = DeviceModel(without, "fp32", "onnxruntime").hot_cold_times_s([mm, ew])
+    assert c0[0] - h0[0] == pytest.approx(4 * 1e5 / 2e10, rel=0.05)  # the reduction's
+    assert c[1] - h[1] == pytest.approx(c0[1] - h0[1])  # memory-bound: unchanged
+    # eager keeps its own GEMM cold curve
+    he, ce = DeviceModel(with_probe).hot_cold_times_s([_gemm(1e6, 1e5)])
+    assert ce[0] == pytest.approx(2 * he[0], rel=1e-3)
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:
