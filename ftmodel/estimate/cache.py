@@ -58,7 +58,8 @@ class CacheModel:
     stream_share: float = 1.0
     # the cache probe's cold penalty per byte read (a layer's weights after a flush, beyond its
     # hot time); 0 where the profile predates it. A MAC kernel on a framework's hot-only curve
-    # is charged it per byte (ftmodel.estimate.kernels.DeviceModel)
+    # (ONNX Runtime's, inductor's, TorchScript's prepacked convolutions) is charged it per byte
+    # (ftmodel.estimate.kernels.DeviceModel)
     cold_s_per_byte: float = 0.0
 
     @classmethod
