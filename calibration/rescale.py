@@ -14,8 +14,9 @@ and per call of every framework, the in-model ``per_kernel_s`` (what a kernel co
 network beyond its op's curve and its dispatch), the page-fault price, the host programs'
 recorded times and the in-model networks' host parts. Device times follow the GEMM: curve
 samples' times and their cold times, the in-model ``per_byte_s``, the cache probe's
-``cold_s_per_byte``, the device's launch, sync and floor times, the sweep samples' recorded times and the networks' device parts (a network's
-recorded total takes the two in proportion). A profile without a host reference, or a call
+``cold_s_per_byte``, the device's launch, sync and floor times, the sweep samples' recorded
+times and the networks' device parts (a network's recorded total takes the two in
+proportion). A profile without a host reference, or a call
 without a host time, scales both sides by the GEMM's factor. Dimensionless terms
 (``host_scale``, ``device_scale``, spreads, cache-model sizes and shares) are kept.
 Predictions made with the result are the original ones' host and device parts times their

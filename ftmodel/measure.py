@@ -5,9 +5,9 @@ Noise on a shared machine is one-sided (a busy neighbour only slows a run), so e
 measured in several *rounds*; each round takes the median of its repetitions, and the reported
 time is the fastest round's median, unless that round is more than :data:`IMPLAUSIBLY_FAST`
 times faster than the rounds' median (a round scaled by a speed reference that read slow; then
-the fastest of the others, :func:`fastest_plausible`). ``spread`` (slowest round / fastest round − 1) flags noisy
-points. With several callables, rounds are interleaved (A B C, A B C, ...) so that slow phases of
-the machine hit every point alike; inside :func:`ftmodel.speed.speed_normalised` each round is
+the fastest of the others, :func:`fastest_plausible`). ``spread`` (slowest round / fastest
+round − 1) flags noisy points. With several callables, rounds are interleaved (A B C, A B C,
+...) so that slow phases of the machine hit every point alike; inside :func:`ftmodel.speed.speed_normalised` each round is
 also scaled to one machine speed (the meter's references timed around it), as calibration does.
 
 :func:`measure_cold_interleaved` times the same callables with cold caches: before every timed
@@ -41,7 +41,8 @@ from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
            "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
-           "captured_repeats", "cpu_name", "fastest_plausible", "heap_kept", "keep_heap", "last_level_cache_bytes",
+           "captured_repeats", "cpu_name", "fastest_plausible", "heap_kept", "keep_heap",
+           "last_level_cache_bytes",
            "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
