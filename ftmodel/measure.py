@@ -7,8 +7,9 @@ time is the fastest round's median, unless that round is more than :data:`IMPLAU
 times faster than the rounds' median (a round scaled by a speed reference that read slow; then
 the fastest of the others, :func:`fastest_plausible`). ``spread`` (slowest round / fastest
 round − 1) flags noisy points. With several callables, rounds are interleaved (A B C, A B C,
-...) so that slow phases of the machine hit every point alike; inside :func:`ftmodel.speed.speed_normalised` each round is
-also scaled to one machine speed (the meter's references timed around it), as calibration does.
+...) so that slow phases of the machine hit every point alike; inside
+:func:`ftmodel.speed.speed_normalised` each round is also scaled to one machine speed (the
+meter's references timed around it), as calibration does.
 
 :func:`measure_cold_interleaved` times the same callables with cold caches: before every timed
 call it runs an untimed flush that touches, on every thread, more memory than the last-level
