@@ -51,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from ftmodel.measure import keep_heap
     keep_heap()  # the steady state the prediction models
-    model, make_inputs = _model(args.model)
+    model, make_inputs = model_by_name(args.model)
     pred = Predictor("eager", read_profile(args.profile))
     tr = pred.trace(model, make_inputs, args.batch)
     prog = pred.framework.lower(tr)
@@ -94,7 +94,7 @@ def main() -> None:
               f"{r[2] * 1e3:>10.3f}")
 
 
-def _model(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
+def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
     """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only) or one of
     the calibration's synthetic networks (``synthetic:<name>``)."""
     if name.startswith("synthetic:"):

@@ -9,7 +9,7 @@ refused. ``synthetic:<name>`` takes one of the calibration's in-model networks.
 Prints, per ONNX op type of the optimized graph, the node count, the node time ONNX Runtime's
 profiler records (per node the median over profiled passes, summed), the predicted device time
 and the predicted host cost of the matching kernels; then the session's wall-clock time per
-``run`` without the profiler (median of repeated calls), the profiled ``model_run`` time and the
+``run`` without the profiler (median of 21 calls), the profiled ``model_run`` time and the
 sum of node times, so that the time spent outside the nodes (executor, allocations, thread-pool
 wake-ups) can be read beside the prediction's host part. The profiler adds a few microseconds to
 each node, so node times of tiny nodes read high. Writes nothing.
@@ -22,7 +22,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -35,36 +34,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks import onnxruntime as ort_fw  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
+from ftmodel.speed import median_of_calls  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model, is_held_out  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from diagnose import model_by_name  # noqa: E402
 
 
 def _model(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
-    if name.startswith("synthetic:"):
-        from ftmodel.calibration.networks import synthetic_networks
-        nets = {n.name: n for n in synthetic_networks(18)}
-        net = nets[name.split(":", 1)[1]]
-        return net.module, net.make_inputs
-    if is_held_out(get_corpus_model(name).name):
+    """:func:`diagnose.model_by_name`, refusing the corpus's held-out half."""
+    if not name.startswith("synthetic:") and is_held_out(get_corpus_model(name).name):
         raise SystemExit(f"{name} is in the corpus's held-out half, which is measured and "
                          "reported, never studied; pick a model of ftmodel.tools.corpus.tuning()")
-    zm = get_corpus_model(name)
-    return zm.build(), zm.make_inputs
+    return model_by_name(name)
 
 
 def _op_type(member: str) -> str:
     return member.rsplit("::", 1)[-1]
 
 
-def _wall_s(run: Callable[[], object], target_s: float = 1.0) -> float:
+def _wall_s(run: Callable[[], object], calls: int = 21) -> float:
+    """Seconds of one ``run`` without the profiler: the median of ``calls`` after 3 warm-ups."""
     for _ in range(3):
         run()
-    times: list[float] = []
-    t_end = time.perf_counter() + target_s
-    while time.perf_counter() < t_end or len(times) < 5:
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_of_calls(run, calls)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.calibration.cache import fit_cache_model  # noqa: E402
+from ftmodel.calibration.rescale import cache_at  # noqa: E402
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     start, now = speed.get("start_reference_s"), speed.get("reference_s")
     factor = float(now) / float(start) if start and now else 1.0
     fit = fit_cache_model(probe)
-    cache = {k: v * factor if k.endswith("cold_s_per_byte") else v for k, v in fit.items()}
+    cache = cache_at(fit, factor)
     refits = list(profile.provenance.get("refits", []))
     refits.append({
         "from": Path(args.profile).name,

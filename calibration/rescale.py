@@ -35,7 +35,7 @@ from typing import Any
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, OpClassData
 from ftmodel.speed import nominal_host_reference_s, nominal_reference_s
 
-__all__ = ["at_speed"]
+__all__ = ["at_speed", "cache_at"]
 
 _HOST_IN_MODEL = ("per_kernel_s",)
 _DEVICE_IN_MODEL = ("per_byte_s",)
@@ -75,6 +75,12 @@ def _framework(fh: FrameworkHost, host: float, device: float) -> FrameworkHost:
                    in_model=in_model)
 
 
+def cache_at(cache: Mapping[str, float], factor: float) -> dict[str, float]:
+    """A device's cache-model parameters with its times (``cold_s_per_byte``, also per
+    framework) times ``factor``; sizes and shares as they are."""
+    return {k: v * factor if k.endswith("cold_s_per_byte") else v for k, v in cache.items()}
+
+
 def at_speed(profile: HardwareProfile, reference_s: float,
              host_reference_s: float | None = None) -> HardwareProfile:
     """``profile`` (a CPU calibration scaled to ``provenance.speed``'s nominal times) expressed
@@ -97,8 +103,7 @@ def at_speed(profile: HardwareProfile, reference_s: float,
     device = replace(dev, op_classes={k: _curve(v, factor, k) for k, v in dev.op_classes.items()},
                      launch_latency_s=dev.launch_latency_s * factor, sync_s=dev.sync_s * factor,
                      kernel_floor_s=dev.kernel_floor_s * factor,
-                     cache={k: v * factor if k.endswith("cold_s_per_byte") else v
-                            for k, v in dev.cache.items()})
+                     cache=cache_at(dev.cache, factor))
     host = profile.host and replace(
         profile.host, page_fault_s=profile.host.page_fault_s * host_factor,
         frameworks={k: _framework(v, host_factor, factor)
