@@ -33,6 +33,10 @@ which oneDNN runs without the reorders eager's NCHW convolutions pay on every ca
 at batch 4 ran 2.4x faster under inductor than eager on the EPYC): its conv samples are timed
 through it.
 
+TorchScript also gets curves for the reorders into and out of oneDNN's blocked layout and the
+pointwise ops on blocked tensors that its frozen graph runs between convolutions
+(:mod:`ftmodel.calibration.mkldnn_layout`).
+
 Not measured: GPU frameworks (CUDA graphs); TorchScript's other classes; for inductor the
 classes it hands to extern aten kernels as eager runs them (GEMM, attention) — those run the
 eager curves.
@@ -55,6 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.calibration.sweep_stage import grouped_curves
 from ftmodel.errors import FrameworkUnsupported
@@ -341,7 +346,9 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     """Every curve ``framework`` gets of its own (:data:`FRAMEWORK_SWEEPS`), keyed
     ``<framework>/<curve>`` (``@<op>`` added for a sweep ``by_op``), plus
     ``<framework>/elementwise:math`` (the union of its transcendental curves, as for the shared
-    ones); (curves, raw rows per curve). ``step`` is
+    ones) and, for TorchScript, its oneDNN-layout curves
+    (:func:`ftmodel.calibration.mkldnn_layout.mkldnn_layout_curves`); (curves, raw rows per
+    curve). ``step`` is
     called once per curve measured (progress)."""
     spec = FRAMEWORK_SWEEPS[framework]
     grid = op_samples(quick or spec.quick_grid)
@@ -358,6 +365,11 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
             curves[key] = data
             curves.update(variant_curves(key, data, rows))
         step(f"{framework} {curve}")
+    if framework == "torchscript" and device == "cpu":  # its oneDNN-layout reorders and ops
+        layout, layout_raw = mkldnn_layout_curves(device, quick, rounds=rounds, round_s=round_s)
+        curves.update(layout)
+        raw.update(layout_raw)
+        step("torchscript oneDNN layout")
     math = [d for c, d in curves.items() if "/elementwise@" in c]
     if math:
         curves[f"{framework}/elementwise:math"] = OpClassData(
@@ -367,5 +379,5 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
 
 def framework_curve_steps(frameworks: Iterable[str], device: str) -> int:
     """Progress steps :func:`framework_curves` takes for these frameworks on ``device``."""
-    return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) for fw in frameworks
-               if fw in FRAMEWORK_SWEEPS and device == "cpu")
+    return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) + (fw == "torchscript")
+               for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")

@@ -24,7 +24,7 @@ from ftmodel.tracing.variants import channel_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
-__all__ = ["FUSION_GROUPS", "MAC_KINDS", "NAME", "lower_graph"]
+__all__ = ["BLOCKED_VARIANT", "FUSION_GROUPS", "MAC_KINDS", "NAME", "lower_graph"]
 
 NAME = "torchscript"
 FUSION_GROUPS = frozenset({"prim::TensorExprGroup", "prim::FusionGroup",
@@ -35,6 +35,14 @@ _ALWAYS_VIEW = frozenset({"dropout", "dropout_", "feature_dropout", "alpha_dropo
                           "select", "slice", "transpose", "permute", "t", "chunk", "split",
                           "unbind", "narrow", "as_strided", "alias", "numpy_T", "unflatten"})
 _MAYBE_COPY = frozenset({"reshape", "flatten", "contiguous", "reshape_as"})
+# nodes whose result is in oneDNN's blocked layout whatever their inputs; a node with a blocked
+# input keeps it blocked, except the reorder back to a dense tensor
+_TO_BLOCKED = frozenset({"aten::to_mkldnn", "prim::mkldnn_convolution",
+                         "prim::ConstantMKLDNNTensor"})
+_FROM_BLOCKED = "aten::to_dense"
+# the variant of a kernel (not a reorder, not a convolution) whose input is blocked: oneDNN runs
+# it as a primitive made per call (calibration.mkldnn_layout)
+BLOCKED_VARIANT = "mkldnn_layout"
 # composite ops that ATen runs as the kernels eager launches, so they are counted as recorded
 # under ftmodel's dispatch recorder, not as one node: recurrent layers (one oneDNN kernel per
 # LSTM layer and direction; a GRU's or plain RNN's cell ops step by step) and the convolutions
@@ -111,6 +119,7 @@ class _Interp:
     weights: set[int] = field(default_factory=set)  # ids of fake tensors from constants
     mac_paths: list[str] | None = None  # eager Trace's MAC-op module paths, consumed in order
     storages: StorageIds = field(default_factory=StorageIds)  # operand identities
+    blocked: set[int] = field(default_factory=set)  # Value.unique() of oneDNN-layout values
 
     # ---- evaluation --------------------------------------------------------------------
     def constant(self, node: Any) -> Any:
@@ -188,8 +197,13 @@ class _Interp:
             t = self.env[outputs[0].unique()] = self.constant(node)
             if isinstance(t, torch.Tensor):
                 self.weights.add(id(t))
+            if kind in _TO_BLOCKED:
+                self.blocked.add(outputs[0].unique())
             return
         inputs = list(node.inputs())
+        on_blocked = any(v.unique() in self.blocked for v in inputs)
+        if kind in _TO_BLOCKED or (on_blocked and kind != _FROM_BLOCKED):
+            self.blocked.update(o.unique() for o in outputs)
         args = [self.env.get(v.unique()) for v in inputs]
         if self.mac_paths and kind in MAC_KINDS:
             path = self.mac_paths.pop(0)
@@ -222,7 +236,7 @@ class _Interp:
                 self.env[o.unique()] = r
         for o in outputs:
             self.paths[o.unique()] = path
-        self._count(node, op, args, result, path)
+        self._count(node, op, args, result, path, on_blocked)
 
     def _classify(self, node: Any, op: Any, args: list[Any], result: Any) -> str | None:
         """Op class of a node, "view" for no-kernel aliasing, None for other instructions."""
@@ -263,7 +277,12 @@ class _Interp:
             return c if c != "alloc" else "view"
         return "elementwise" if ns == "prim" else "other"
 
-    def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str) -> None:
+    def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str,
+               on_blocked: bool = False) -> None:
+        """Emit the node's kernel (or count its host event). A kernel reading a blocked tensor
+        (``on_blocked``), other than a convolution or the reorder back, takes the variant
+        :data:`BLOCKED_VARIANT`; the reorders themselves are found by their op
+        (``copy@to_mkldnn``, ``copy@to_dense``)."""
         cls = self._classify(node, op, args, result)
         if cls is None:
             self.events["jit_node"] += 1
@@ -280,6 +299,8 @@ class _Interp:
             # a prepacked oneDNN convolution: (input, weight, bias, padding, stride, ...)
             variant = channel_variant("mkldnn_prepacked", int(ins[0].shape[1]),
                                       int(ins[1].shape[0]), ins[0].dtype)
+        elif on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED:
+            variant = BLOCKED_VARIANT
         else:
             variant = variant_of(op, args) if op is not None else ""
         self._emit(cls, macs, ins, outs, path, (node.kind(),), variant)

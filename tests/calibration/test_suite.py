@@ -12,6 +12,7 @@ from torch import nn
 
 import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import MAPPING, fresh_mapping
+from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
@@ -325,11 +326,21 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
     # that op so that its other conv nodes (aten::conv1d) keep the shared ones
     # (and, where samples on and off oneDNN's channel block number 3 or more, those of each)
+    # and the curves of its oneDNN-layout reorders and of ReLU on blocked tensors
     new = set(after.device.op_classes) - set(before.device.op_classes)
-    assert {k.split(":")[0] for k in new} == {"torchscript/conv@mkldnn_convolution",
-                                              "torchscript/conv_grouped@mkldnn_convolution"}
-    assert {k.split(":", 1)[1] for k in new if ":" in k} <= {"mkldnn_prepacked",
-                                                            "mkldnn_prepacked_unaligned"}
+    layout = {f"torchscript/{c}" for c in LAYOUT_CURVES}
+    assert layout <= new
+    assert {k.split(":")[0] for k in new - layout} == {
+        "torchscript/conv@mkldnn_convolution", "torchscript/conv_grouped@mkldnn_convolution"}
+    assert {k.split(":", 1)[1] for k in new - layout if ":" in k} <= {
+        "mkldnn_prepacked", "mkldnn_prepacked_unaligned"}
+    # a reorder of the smallest size costs oneDNN's per-call work: more than a dense copy of
+    # the same bytes on the shared curve (which holds the data movement only)
+    for curve in ("copy@to_mkldnn", "copy@to_dense"):
+        smallest = min(after.device.op_classes[f"torchscript/{curve}"].samples)
+        shared = DeviceModel(after.device).kernel_times_s(
+            [Kernel("copy", 0, int(smallest[1]), int(smallest[2]), "", ("aten::clone",))])[0]
+        assert smallest[3] > shared
     assert all(after.device.op_classes[k] == v for k, v in before.device.op_classes.items())
     ts_conv = [k for k in ts_program_kernels() if k.op_class == "conv"]
     model = DeviceModel(after.device, "fp32", "torchscript")

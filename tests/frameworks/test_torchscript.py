@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
 
 import ftmodel
+from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.errors import FrameworkUnsupported
+from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.frameworks import torchscript as ts
+from ftmodel.frameworks import torchscript_graph as ts_graph
 from ftmodel.frameworks.base import get_framework
+from ftmodel.hardware.profile import HardwareProfile, OpClassData
 
 IN, HID, OUT = 16, 32, 8
 
@@ -63,6 +69,38 @@ def test_cnn_counts_with_mkldnn_conversion() -> None:
     assert prog.kernels[1].macs == b * 8 * 8 * 8 * 3 * 9
     assert prog.macs == b * 8 * 8 * 8 * 3 * 9 + b * 512 * 4
     assert prog.kernels[1].module_path == "0" and prog.kernels[4].module_path == "4"
+    # only the ReLU reads a blocked (oneDNN-layout) tensor: it alone takes that variant; the
+    # reorders are found by their op, the linear layer's kernels read the dense result
+    assert [k.variant for k in prog.kernels][2] == ts_graph.BLOCKED_VARIANT
+    assert [k.variant == ts_graph.BLOCKED_VARIANT for k in prog.kernels] == [
+        False, False, True, False, False, False]
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
+def test_blocked_layout_curves_price_the_reorders(tiny_profile: HardwareProfile) -> None:
+    """A TorchScript CNN's reorders and blocked ReLU take TorchScript's own oneDNN-layout
+    curves where the profile has them, and their time grows by what those curves hold."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 8 * 8, 4)).eval()
+    prog = _build(model, torch.randn(1, 3, 8, 8), 1).program
+    base = tiny_profile.device
+    # a fixed 10 µs per call at every size, far above any shared copy or ReLU sample here
+    fixed = OpClassData("samples", tuple((0.0, float(n), float(n), 10e-6)
+                                         for n in (256, 4096, 65536, 1 << 20)))
+    with_layout = dataclasses.replace(base, op_classes={
+        **base.op_classes, **{f"torchscript/{c}": fixed for c in LAYOUT_CURVES}})
+    before = DeviceModel(base, framework="torchscript").kernel_times_s(prog.kernels)
+    after = DeviceModel(with_layout, framework="torchscript").kernel_times_s(prog.kernels)
+    layout = [i for i, k in enumerate(prog.kernels)
+              if k.members[0] in ("aten::to_mkldnn", "aten::to_dense")
+              or k.variant == ts_graph.BLOCKED_VARIANT]
+    assert len(layout) == 3
+    for i in range(len(prog.kernels)):
+        if i in layout:
+            assert after[i] >= 9e-6 > before[i]
+        else:
+            assert after[i] == before[i]
 
 
 def test_fusion_group_is_one_kernel() -> None:

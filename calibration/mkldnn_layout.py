@@ -1,0 +1,114 @@
+"""TorchScript's oneDNN layout kernels: reorders into and out of oneDNN's blocked layout and
+pointwise ops on blocked tensors, timed as aten runs them.
+
+On a CPU, ``torch.jit.optimize_for_inference`` hands 2-d convolutions to oneDNN with prepacked
+weights and keeps their activations in oneDNN's blocked layout between them: it inserts
+``aten::to_mkldnn`` before a run of such convolutions, ``aten::to_dense`` after it, and the
+pointwise ops in between (``relu_``, ``prim::MKLDNNHardSigmoid_``, ...) run on the blocked
+tensors. Each of these is a oneDNN primitive (a reorder or an eltwise) created and executed per
+call: a reorder of a few KiB takes 10-14 µs and a ReLU on a blocked tensor 6 µs where a dense
+copy or ReLU of the same size takes under 1 µs (Intel Xeon, 2 threads). Priced as plain copies
+and ReLUs, GhostNet's 125 reorders and 51 blocked pointwise ops at batch 1 came to 0.5 ms where
+the profiler recorded 3.9 ms.
+
+Curves (TorchScript's own, see :mod:`ftmodel.calibration.framework_ops`):
+
+* ``torchscript/copy@to_mkldnn`` — a dense NCHW tensor into oneDNN's layout;
+* ``torchscript/copy@to_dense`` — a convolution's blocked output back to a dense tensor;
+* ``torchscript/elementwise:mkldnn_layout`` — an in-place ReLU on a convolution's blocked output (the
+  lowering gives that variant to every pointwise kernel whose input is blocked).
+
+Each sample is the op on one tensor size, timed in eager PyTorch (the same aten kernel the
+TorchScript interpreter calls), less its *floor*: the dense op on 4 elements (``clone`` for the
+reorders, ``relu_`` for the pointwise op), whose dispatch TorchScript's host costs already
+price. What remains is oneDNN's per-call work (primitive and memory descriptors) plus the data
+movement, so the curve keeps the fixed part at small sizes. Operands in the blocked layout come
+from a 1x1 oneDNN convolution, as in a model. Not measured: binary ops and pooling on blocked
+tensors (they keep the shared curves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ftmodel.hardware.profile import OpClassData
+from ftmodel.measure import measure_interleaved
+
+__all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves"]
+
+PREFIX = "torchscript/"
+# curve -> (the op timed, the dense floor's op)
+LAYOUT_CURVES: dict[str, tuple[str, str]] = {
+    "copy@to_mkldnn": ("to_mkldnn", "clone"),
+    "copy@to_dense": ("to_dense", "clone"),
+    "elementwise:mkldnn_layout": ("relu_", "relu_"),
+}
+
+
+def layout_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
+    """NCHW sizes from 1 KiB to 51 MiB (quick: four of them)."""
+    shapes = [(1, 16, 4, 4), (1, 32, 8, 8), (1, 64, 14, 14), (1, 128, 28, 28),
+              (4, 128, 28, 28), (8, 256, 28, 28), (16, 256, 56, 56)]
+    return shapes[::2] if quick else shapes
+
+
+def _blocked(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in oneDNN's blocked layout as a convolution leaves it (a 1x1 identity conv)."""
+    c = int(x.shape[1])
+    w = torch.eye(c).reshape(c, c, 1, 1).to_mkldnn()
+    out: torch.Tensor = torch.mkldnn_convolution(
+        x.to_mkldnn(), w, None, [0, 0], [1, 1], [1, 1], 1)
+    return out
+
+
+def _fn(op: str, dense: torch.Tensor, blocked: torch.Tensor) -> Callable[[], object]:
+    if op == "to_mkldnn":
+        return dense.to_mkldnn
+    if op == "to_dense":
+        return blocked.to_dense
+    if op == "clone":
+        return dense.clone
+    if op == "relu_":
+        return lambda: torch.relu_(blocked)
+    raise ValueError(f"unknown layout op {op!r}")
+
+
+def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: float
+                         ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
+    """The curves of :data:`LAYOUT_CURVES`, keyed ``torchscript/<curve>``, and their raw rows;
+    nothing on a device other than the CPU (oneDNN's layout is a CPU one)."""
+    if device != "cpu":
+        return {}, {}
+    torch.manual_seed(0)
+    tiny = torch.randn(1, 1, 2, 2)
+    fns: dict[tuple[str, str], Callable[[], object]] = {}
+    work: dict[tuple[str, str], tuple[float, float]] = {}  # (bytes read, bytes written)
+    with torch.no_grad():
+        for curve, (op, floor_op) in LAYOUT_CURVES.items():
+            fns[(curve, "floor")] = _fn(floor_op, tiny, tiny)
+            for shape in layout_shapes(quick):
+                dense = torch.randn(*shape)
+                nbytes = float(dense.numel() * dense.element_size())
+                label = "x".join(map(str, shape))
+                fns[(curve, label)] = _fn(op, dense, _blocked(dense))
+                # a reorder reads and writes the tensor; the in-place ReLU reads and writes it
+                work[(curve, label)] = (nbytes, nbytes)
+        timed = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
+    curves: dict[str, OpClassData] = {}
+    raw: dict[str, list[dict[str, Any]]] = {}
+    for curve in LAYOUT_CURVES:
+        floor_s = timed[(curve, "floor")].time_s
+        rows: list[tuple[float, float, float, float]] = []
+        raw[PREFIX + curve] = []
+        for (c, label), (br, bw) in work.items():
+            if c != curve:
+                continue
+            m = timed[(c, label)]
+            rows.append((0.0, br, bw, max(m.time_s - floor_s, 1e-9)))
+            raw[PREFIX + curve].append({"label": label, "total_s": m.time_s, "floor_s": floor_s,
+                                        "spread": m.spread})
+        curves[PREFIX + curve] = OpClassData("samples", tuple(rows))
+    return curves, raw
