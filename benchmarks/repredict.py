@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
 import statistics
 import sys
@@ -54,10 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True, help="a profile path or built-in name")
     ap.add_argument("--host", default=None, help="host half from this profile")
     ap.add_argument("--framework", default=None, help="default: the CSV's framework column")
+    ap.add_argument("--drop-curves", default="",
+                    help="comma-separated op-class keys to remove from the profile first (an "
+                         "ablation: the same profile without those curves)")
     args = ap.parse_args(argv)
     rows = list(csv.DictReader(open(args.csv)))
     fw = args.framework or rows[0]["framework"]
     profile = load_profile(args.profile)  # a path or a built-in name
+    if args.drop_curves:
+        drop = {k.strip() for k in args.drop_curves.split(",") if k.strip()}
+        missing = sorted(drop - set(profile.device.op_classes))
+        if missing:
+            raise SystemExit(f"--drop-curves: the profile has no curve {', '.join(missing)}")
+        profile = dataclasses.replace(profile, device=dataclasses.replace(
+            profile.device, op_classes={k: v for k, v in profile.device.op_classes.items()
+                                        if k not in drop}))
     corpus = "half" in rows[0]
     nominal_s = nominal_reference_s(profile.provenance) or float("nan")
     nominal_host_s = nominal_host_reference_s(profile.provenance)
@@ -94,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             names.append(name)
             halves.append(r.get("half", "all"))
     o, n, m = np.array(old), np.array(new), np.array(meas)
-    print(f"{args.csv}: {len(m)} points, framework {fw}, profile {args.profile}")
+    dropped = f" without {args.drop_curves}" if args.drop_curves else ""
+    print(f"{args.csv}: {len(m)} points, framework {fw}, profile {args.profile}{dropped}")
     for half in sorted(set(halves)):
         sel = np.array([h == half for h in halves])
         label = "" if half == "all" else f"{half} half, {int(sel.sum())} points: "
