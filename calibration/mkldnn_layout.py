@@ -34,18 +34,17 @@ from typing import Any
 
 import torch
 
+from ftmodel.frameworks.torchscript_graph import LAYOUT_CURVES
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.measure import measure_interleaved
 
 __all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves"]
 
 PREFIX = "torchscript/"
-# curve -> (the op timed, the dense floor's op)
-LAYOUT_CURVES: dict[str, tuple[str, str]] = {
-    "copy@to_mkldnn": ("to_mkldnn", "clone"),
-    "copy@to_dense": ("to_dense", "clone"),
-    "elementwise:mkldnn_layout": ("relu_", "relu_"),
-}
+# each of the lowering's LAYOUT_CURVES (in its order: to_mkldnn, to_dense, the blocked
+# pointwise op) -> (the op timed, the dense floor's op)
+_OPS: dict[str, tuple[str, str]] = dict(zip(LAYOUT_CURVES, (
+    ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"))))
 
 
 def layout_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
@@ -78,7 +77,8 @@ def _fn(op: str, dense: torch.Tensor, blocked: torch.Tensor) -> Callable[[], obj
 
 def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: float
                          ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
-    """The curves of :data:`LAYOUT_CURVES`, keyed ``torchscript/<curve>``, and their raw rows;
+    """The curves of the lowering's ``LAYOUT_CURVES``, keyed ``torchscript/<curve>``, and their
+    raw rows;
     nothing on a device other than the CPU (oneDNN's layout is a CPU one)."""
     if device != "cpu":
         return {}, {}
@@ -87,7 +87,7 @@ def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: floa
     fns: dict[tuple[str, str], Callable[[], object]] = {}
     work: dict[tuple[str, str], tuple[float, float]] = {}  # (bytes read, bytes written)
     with torch.no_grad():
-        for curve, (op, floor_op) in LAYOUT_CURVES.items():
+        for curve, (op, floor_op) in _OPS.items():
             fns[(curve, "floor")] = _fn(floor_op, tiny, tiny)
             for shape in layout_shapes(quick):
                 dense = torch.randn(*shape)

@@ -164,6 +164,13 @@ class Predictor:
                                                    self.framework, self.warnings)
         self.device_model = DeviceModel(self.profile.device, self.dtype,
                                         self.framework.host_events_from or self.framework.name)
+        missing = self.framework.missing_curves(self.profile.device)
+        if missing:
+            self.warnings.append(
+                f"device profile {self.profile.name!r} was calibrated before {self.framework.name}"
+                f"'s curves {', '.join(missing)} existed: those kernels are priced on the shared "
+                f"curves, which miss their per-call cost; `ftmodel calibrate --device cpu "
+                f"--frameworks {self.framework.name} --update --out <profile>` adds them")
 
     def trace(self, model: nn.Module, inputs: InputSpec, batch: int) -> Trace:
         return trace(model, inputs, batch, dtype=DTYPES[self.dtype])

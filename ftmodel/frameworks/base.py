@@ -90,6 +90,19 @@ class Framework:
     # its lowering's device-specific step, given the profile of the device it is lowered for
     # (TorchScript's GPU fusion groups, which depend on the GPU's generation)
     device_pass: Callable[[Program, DeviceProfile], Program] | None = None
+    # curves a CPU calibration gives it of its own (keys without the "<name>/" prefix) that
+    # profiles calibrated before they existed lack (see missing_curves)
+    calibrated_curves: tuple[str, ...] = ()
+
+    def missing_curves(self, device: DeviceProfile) -> list[str]:
+        """Which of :attr:`calibrated_curves` a CPU profile lacks although it holds curves of
+        this framework's own (``<name>/...``): a profile calibrated before those curves
+        existed, whose kernels of that kind fall back to the shared curves. Empty for GPU
+        profiles and for profiles without any of this framework's curves."""
+        own = f"{self.name}/"
+        if device.type != "cpu" or not any(k.startswith(own) for k in device.op_classes):
+            return []
+        return [c for c in self.calibrated_curves if own + c not in device.op_classes]
 
     @property
     def runnable(self) -> bool:

@@ -84,7 +84,7 @@ from ftmodel.frameworks.torchscript_cuda import (
     fuse_for_device,
     jit_trace,
 )
-from ftmodel.frameworks.torchscript_graph import NAME, lower_graph
+from ftmodel.frameworks.torchscript_graph import LAYOUT_CURVES, NAME, lower_graph
 from ftmodel.tracing.inputs import InputSpec
 from ftmodel.tracing.records import Trace
 
@@ -179,4 +179,4 @@ FRAMEWORK = register(Framework(
     description="TorchScript (torch.jit.trace + freeze + optimize_for_inference; deprecated "
                 "since torch 2.11)",
     lower_model=lower_model, runner=runner, allocations_known=True,
-    device_pass=fuse_for_device))
+    device_pass=fuse_for_device, calibrated_curves=LAYOUT_CURVES))

@@ -24,7 +24,8 @@ from ftmodel.tracing.variants import channel_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
-__all__ = ["BLOCKED_VARIANT", "FUSION_GROUPS", "MAC_KINDS", "NAME", "lower_graph"]
+__all__ = ["BLOCKED_VARIANT", "FUSION_GROUPS", "LAYOUT_CURVES", "MAC_KINDS", "NAME",
+           "lower_graph"]
 
 NAME = "torchscript"
 FUSION_GROUPS = frozenset({"prim::TensorExprGroup", "prim::FusionGroup",
@@ -43,6 +44,9 @@ _FROM_BLOCKED = "aten::to_dense"
 # the variant of a kernel (not a reorder, not a convolution) whose input is blocked: oneDNN runs
 # it as a primitive made per call (calibration.mkldnn_layout)
 BLOCKED_VARIANT = "mkldnn_layout"
+# TorchScript's own curves for them (keys without the "torchscript/" prefix): the reorders,
+# found by their op, and pointwise ops on blocked tensors (ftmodel.calibration.mkldnn_layout)
+LAYOUT_CURVES = ("copy@to_mkldnn", "copy@to_dense", f"elementwise:{BLOCKED_VARIANT}")
 # composite ops that ATen runs as the kernels eager launches, so they are counted as recorded
 # under ftmodel's dispatch recorder, not as one node: recurrent layers (one oneDNN kernel per
 # LSTM layer and direction; a GRU's or plain RNN's cell ops step by step) and the convolutions

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import ftmodel
+from ftmodel.api import Predictor
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel
@@ -240,3 +241,30 @@ def test_tracing_a_hugging_face_model_prints_nothing(capfd: pytest.CaptureFixtur
     assert p.n_launches > 0
     out, err = capfd.readouterr()
     assert out == "" and err == "", (out[:200], err[:300])
+
+
+def test_a_profile_without_the_layout_curves_says_so(tiny_profile: HardwareProfile) -> None:
+    """A CPU profile with TorchScript curves of its own but not the oneDNN-layout ones was
+    calibrated before them: predictions warn and name the command that adds them."""
+    curve = OpClassData("samples", tuple((0.0, float(n), float(n), 1e-6) for n in (256, 4096,
+                                                                                  65536)))
+    base = tiny_profile.device.op_classes
+    assert tiny_profile.host is not None
+    eager = tiny_profile.host.frameworks["eager"]
+    tiny_profile = dataclasses.replace(tiny_profile, host=dataclasses.replace(
+        tiny_profile.host, frameworks={"eager": eager, "torchscript": eager}))
+
+    def with_curves(*keys: str) -> HardwareProfile:
+        device = dataclasses.replace(tiny_profile.device, op_classes={
+            **base, **{f"torchscript/{k}": curve for k in keys}})
+        return dataclasses.replace(tiny_profile, device=device)
+
+    old = Predictor("torchscript", with_curves("conv@mkldnn_convolution"))
+    assert any("copy@to_mkldnn" in w and "--update" in w for w in old.warnings)
+    current = Predictor("torchscript", with_curves(
+        "conv@mkldnn_convolution", *ts_graph.LAYOUT_CURVES))
+    assert not any("calibrated before" in w for w in current.warnings)
+    # a profile without any TorchScript curves of its own gets no such warning (it prices every
+    # TorchScript kernel on the shared curves, as its docs say)
+    assert not any("calibrated before" in w
+                   for w in Predictor("torchscript", tiny_profile).warnings)
