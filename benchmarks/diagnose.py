@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
-from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
+from ftmodel.tools.corpus import get_corpus_model, is_held_out  # noqa: E402
 from ftmodel.errors import UnknownNameError  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
 
@@ -95,8 +95,9 @@ def main() -> None:
 
 
 def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
-    """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only) or one of
-    the calibration's synthetic networks (``synthetic:<name>``)."""
+    """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only: a held-out
+    name exits with a message) or one of the calibration's synthetic networks
+    (``synthetic:<name>``)."""
     if name.startswith("synthetic:"):
         from ftmodel.calibration.networks import synthetic_networks
         nets = {n.name: n for n in synthetic_networks(18)}
@@ -105,7 +106,11 @@ def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
     try:
         zm = get_model(name)
     except UnknownNameError:
-        zm = get_corpus_model(name)  # study tuning-half models only
+        zm = get_corpus_model(name)
+        if is_held_out(zm.name):  # the held-out half is measured and reported, never studied
+            raise SystemExit(f"{name} is in the corpus's held-out half, which is measured and "
+                             "reported, never studied; pick a model of "
+                             "ftmodel.tools.corpus.tuning()")
     return zm.build(), zm.make_inputs
 
 

