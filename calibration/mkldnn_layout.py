@@ -78,37 +78,31 @@ def _fn(op: str, dense: torch.Tensor, blocked: torch.Tensor) -> Callable[[], obj
 def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: float
                          ) -> tuple[dict[str, OpClassData], dict[str, list[dict[str, Any]]]]:
     """The curves of the lowering's ``LAYOUT_CURVES``, keyed ``torchscript/<curve>``, and their
-    raw rows;
-    nothing on a device other than the CPU (oneDNN's layout is a CPU one)."""
+    raw rows; nothing on a device other than the CPU (oneDNN's layout is a CPU one)."""
     if device != "cpu":
         return {}, {}
     torch.manual_seed(0)
     tiny = torch.randn(1, 1, 2, 2)
+    sizes: dict[str, float] = {}  # label -> bytes of the tensor (each op reads and writes it)
     fns: dict[tuple[str, str], Callable[[], object]] = {}
-    work: dict[tuple[str, str], tuple[float, float]] = {}  # (bytes read, bytes written)
     with torch.no_grad():
+        operands = {"x".join(map(str, shape)): torch.randn(*shape)
+                    for shape in layout_shapes(quick)}
+        blocked = {label: _blocked(dense) for label, dense in operands.items()}
+        for label, dense in operands.items():
+            sizes[label] = float(dense.numel() * dense.element_size())
         for curve, (op, floor_op) in _OPS.items():
             fns[(curve, "floor")] = _fn(floor_op, tiny, tiny)
-            for shape in layout_shapes(quick):
-                dense = torch.randn(*shape)
-                nbytes = float(dense.numel() * dense.element_size())
-                label = "x".join(map(str, shape))
-                fns[(curve, label)] = _fn(op, dense, _blocked(dense))
-                # a reorder reads and writes the tensor; the in-place ReLU reads and writes it
-                work[(curve, label)] = (nbytes, nbytes)
+            for label, dense in operands.items():
+                fns[(curve, label)] = _fn(op, dense, blocked[label])
         timed = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     for curve in LAYOUT_CURVES:
         floor_s = timed[(curve, "floor")].time_s
-        rows: list[tuple[float, float, float, float]] = []
-        raw[PREFIX + curve] = []
-        for (c, label), (br, bw) in work.items():
-            if c != curve:
-                continue
-            m = timed[(c, label)]
-            rows.append((0.0, br, bw, max(m.time_s - floor_s, 1e-9)))
-            raw[PREFIX + curve].append({"label": label, "total_s": m.time_s, "floor_s": floor_s,
-                                        "spread": m.spread})
-        curves[PREFIX + curve] = OpClassData("samples", tuple(rows))
+        ms = {label: timed[(curve, label)] for label in sizes}
+        curves[PREFIX + curve] = OpClassData("samples", tuple(
+            (0.0, n, n, max(ms[label].time_s - floor_s, 1e-9)) for label, n in sizes.items()))
+        raw[PREFIX + curve] = [{"label": label, "total_s": m.time_s, "floor_s": floor_s,
+                                "spread": m.spread} for label, m in ms.items()]
     return curves, raw
