@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop-curves", default="",
                     help="comma-separated op-class keys to remove from the profile first (an "
                          "ablation: the same profile without those curves)")
+    ap.add_argument("--points", action="store_true",
+                    help="also print every point: measured ms, committed and current "
+                         "predicted / measured")
     args = ap.parse_args(argv)
     rows = list(csv.DictReader(open(args.csv)))
     fw = args.framework or rows[0]["framework"]
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         heap = r.get("predicted_heap") or "kept"
         by_model.setdefault((r["model"], heap), []).append(r)
-    old, new, meas, names, halves, at_speed = [], [], [], [], [], []
+    old, new, meas, names, halves, at_speed, batch = [], [], [], [], [], [], []
     for (name, heap), rs in by_model.items():
         zm = get_corpus_model(name) if corpus else get_model(name)
         torch.manual_seed(0)
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             at_speed.append(float(r.get("measured_at_speed_s") or "nan") * factor)
             names.append(name)
             halves.append(r.get("half", "all"))
+            batch.append(int(r["batch"]))
     o, n, m = np.array(old), np.array(new), np.array(meas)
     dropped = f" without {args.drop_curves}" if args.drop_curves else ""
     print(f"{args.csv}: {len(m)} points, framework {fw}, profile {args.profile}{dropped}")
@@ -116,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         a = np.array(at_speed)[sel]
         if np.isfinite(a).all():  # measured times at the calibration's speed (corpus runs)
             print(f"  {label}current code, at calibration speed: {_stats(n[sel], a)}")
+    if args.points:
+        print(f"  {'model':<28} {'half':<9} {'batch':>5} {'measured ms':>12} "
+              f"{'committed':>9} {'current':>8}  (predicted / measured)")
+        for i in range(len(m)):
+            print(f"  {names[i]:<28} {halves[i]:<9} {batch[i]:>5} {m[i] * 1e3:>12.2f} "
+                  f"{o[i] / m[i]:>9.2f} {n[i] / m[i]:>8.2f}")
     change = np.abs(n - o) / o
     print(f"  predictions moved: median {np.median(change):.2%}, max {change.max():.2%}")
     moved = []

@@ -24,9 +24,11 @@ Two kinds of op-class data:
 
 Cache state: a ``samples`` class may also carry ``cold_s``, each sample timed again with cold
 operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
-:mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``; a
-framework's own curve without cold samples borrows the penalty ``t_cold − t_hot`` of the shared
-curve the kernel would otherwise use (a MAC kernel: of a shared reduction over its bytes, see
+:mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``. A MAC
+kernel's ``t_cold − t_hot`` is its read bytes times the cache probe's penalty per byte where the
+profile has it (``DeviceModel._stream_mac_penalty``), whatever its curve; a framework's own curve
+without cold samples otherwise borrows the penalty of the shared curve the kernel would
+otherwise use (a MAC kernel: of a shared reduction over its bytes, see
 ``DeviceModel._borrow_cold_penalty``); other classes without cold data, and roofline classes
 (whose bandwidth term already streams every byte), use ``t_hot``.
 
@@ -286,6 +288,7 @@ class DeviceModel:
                     hot[sel] = curve(macs[sel], br[sel], bw[sel])
                 cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
                              else hot[sel])
+        self._stream_mac_penalty(kernels, hot, cold, br)
         self._borrow_cold_penalty(kernels, classes, hot, cold, macs, br, bw)
         floor = np.full(n, self.device.kernel_floor_s)
         if self._peak_macs_per_s > 0:
@@ -293,6 +296,32 @@ class DeviceModel:
         if self._peak_bytes_per_s > 0:
             floor = np.maximum(floor, (br + bw) / self._peak_bytes_per_s)
         return np.maximum(hot, floor), np.maximum(cold, floor)
+
+    def _stream_mac_penalty(self, kernels: Sequence[Kernel], hot: np.ndarray,
+                            cold: np.ndarray, br: np.ndarray) -> None:
+        """Every MAC kernel, on any curve, eager's included, is charged per byte it reads (each
+        operand once) the cache probe's cold penalty per byte (``CacheModel.cold_s_per_byte``),
+        which the cache model scales by ``stream_share · φ`` to what a layer streaming its
+        weights from memory pays inside a chain of layers. Not the kernel's own flushed
+        samples: a flushed call's excess over its hot time is mostly fixed (the Intel Xeon's
+        GEMM of 4 MiB of weights at batch 1 took 178 µs flushed, 40 µs hot: 3.4x a 1 MiB
+        layer's excess for 4x its bytes), so scaled by the probe's share it priced a 4 MiB
+        layer streaming from memory at +20 µs where chains of such layers beyond 200 MiB ran
+        +64 µs (batch 1) to +163 µs (batch 16) over their in-cache time, and convolutions of
+        9.4 MiB at batch 1 +250-400 µs; the probe's per-byte penalty gives +133 and +298 µs.
+        No-op in a profile without the probe's per-byte penalty. In place."""
+        per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
+        if per_byte <= 0.0:
+            return
+        idx = np.array([i for i, k in enumerate(kernels) if k.op_class in MAC_CLASSES],
+                       dtype=np.int64)
+        if len(idx) == 0:
+            return
+        # streaming from memory is paid once per operand, not per re-read of the weights
+        # (Kernel.weight_reads): only the first pass over them can find them cold
+        once = br[idx] - np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
+                                   for i in idx.tolist()], dtype=np.float64)
+        cold[idx] = hot[idx] + np.maximum(once, 0.0) * per_byte
 
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
                              hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,
@@ -302,11 +331,10 @@ class DeviceModel:
         inductor's generated loops) borrows a cold penalty ``t_cold − t_hot`` from the shared
         curves: streaming bytes from memory costs what the memory system charges, whichever
         loop reads them. A memory-bound kernel takes the penalty of the shared curve it would
-        otherwise use. A MAC kernel is charged, per byte it reads (each operand once), the
-        cache probe's cold penalty per byte (``CacheModel.cold_s_per_byte``: a chain of layers
-        streaming their weights, the measurement the cache model's ``stream_share`` is fitted
-        to, so the blend reproduces the probe's in-chain cost); in a profile without it, that of
-        a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely writes, like a
+        otherwise use. A MAC kernel pays the cache probe's penalty per byte
+        (:meth:`_stream_mac_penalty`, the measurement the cache model's ``stream_share`` is
+        fitted to, so the blend reproduces the probe's in-chain cost); in a profile without it,
+        that of a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely writes, like a
         GEMM streaming its weights), whose flushed samples cost 4-5× less per byte than the
         probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had its 512-channel
         convolutions priced at 0.65 of their node times). Not eager's GEMM/conv curves: eager's
@@ -327,9 +355,8 @@ class DeviceModel:
         br[idx] -= np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
                              for i in idx.tolist()], dtype=np.float64)
         per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
-        if per_byte > 0.0:  # MAC kernels: the probe's penalty per byte
+        if per_byte > 0.0:  # MAC kernels: priced per byte already (_stream_mac_penalty)
             mac = np.array([kernels[i].op_class in MAC_CLASSES for i in idx.tolist()], dtype=bool)
-            cold[idx[mac]] = hot[idx[mac]] + br[idx[mac]] * per_byte
             idx = idx[~mac]
         shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else
                            self._key(kernels[i].op_class, kernels[i].variant,

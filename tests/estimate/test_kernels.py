@@ -190,10 +190,11 @@ def test_weights_read_once_per_image_are_looked_up_on_all_they_read() -> None:
     assert cold[2] - hot[2] > 2 * (cold[0] - hot[0])
 
 
-def test_mac_kernels_on_hot_only_curves_pay_the_cache_probes_penalty_per_byte() -> None:
-    """With the cache probe's cold penalty per byte in the profile, a MAC kernel on a
-    framework's hot-only curve is charged it for each byte it reads (each weight once); a
-    memory-bound one keeps the shared curve's penalty; without it, the shared reduction's."""
+def test_mac_kernels_pay_the_cache_probes_penalty_per_byte() -> None:
+    """With the cache probe's cold penalty per byte in the profile, every MAC kernel, on a
+    framework's hot-only curve or on eager's curves with cold samples, is charged it for each
+    byte it reads (each weight once); a memory-bound one keeps the shared curve's penalty;
+    without it, a hot-only MAC curve borrows the shared reduction's and eager keeps its own."""
     import dataclasses
 
     hot = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
@@ -216,9 +217,12 @@ def test_mac_kernels_on_hot_only_curves_pay_the_cache_probes_penalty_per_byte() 
     h0, c0 = DeviceModel(without, "fp32", "onnxruntime").hot_cold_times_s([mm, ew])
     assert c0[0] - h0[0] == pytest.approx(4 * 1e5 / 2e10, rel=0.05)  # the reduction's
     assert c[1] - h[1] == pytest.approx(c0[1] - h0[1])  # memory-bound: unchanged
-    # eager keeps its own GEMM cold curve
+    # eager's GEMM too pays the probe's penalty per byte, not its own flushed curve's excess;
+    # without the probe's price it keeps its own cold curve
     he, ce = DeviceModel(with_probe).hot_cold_times_s([_gemm(1e6, 1e5)])
-    assert ce[0] == pytest.approx(2 * he[0], rel=1e-3)
+    assert ce[0] - he[0] == pytest.approx(1e5 * 2e-10, rel=1e-6)
+    he0, ce0 = DeviceModel(without).hot_cold_times_s([_gemm(1e6, 1e5)])
+    assert ce0[0] == pytest.approx(2 * he0[0], rel=1e-3)
 
 
 # ---- fallback -----------------------------------------------------------------------------------
