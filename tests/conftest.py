@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from ftmodel.hardware.profile import (
     DeviceProfile,
@@ -35,6 +36,7 @@ TINY_PER_EVENT_S: dict[str, float] = {
 }
 TINY_PER_CALL_S = 1e-5
 TINY_PAGE_FAULT_S = 5e-7  # per freshly mapped 4 KiB page
+_SESSION_THREADS = torch.get_num_threads()  # see _torch_threads_restored
 
 
 def mac_rows() -> tuple[tuple[float, float, float, float], ...]:
@@ -90,6 +92,18 @@ def _isolated_ftmodel_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             os.environ.pop("FTMODEL_HOME", None)
         else:
             os.environ["FTMODEL_HOME"] = old
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored() -> Iterator[None]:
+    """Each test leaves torch's intra-op thread count as it found it. Calibration code fixes
+    the count (``ftmodel.measure.set_threads``), and what eager PyTorch runs depends on it (a
+    1x1 convolution at batch 1 runs on oneDNN with more than one thread, ``slow2d`` with one),
+    so a test that left one thread behind changed the traces of the tests after it. Restored
+    to the count at the session's start: a module's fixture may have changed it first."""
+    yield
+    if torch.get_num_threads() != _SESSION_THREADS:
+        torch.set_num_threads(_SESSION_THREADS)
 
 
 @pytest.fixture(scope="session")

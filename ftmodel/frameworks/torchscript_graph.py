@@ -1,13 +1,13 @@
 """Count an executed TorchScript graph: interpret it node by node on fake tensors and emit
 ftmodel Kernels. The counting semantics are in :mod:`ftmodel.frameworks.torchscript`'s
-docstring; this module is its graph walk (:func:`lower_graph`)."""
+docstring; this module is its graph walk (:func:`lower_graph`), and
+:mod:`ftmodel.frameworks.torchscript_nodes` what each node computes and which op class it is."""
 
 from __future__ import annotations
 
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,9 +17,10 @@ from ftmodel.errors import FtmodelError, TraceError
 from ftmodel.frameworks._common import PositionalModule, make_kernel, module_path_from_scope
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
-from ftmodel.frameworks.torchscript_cuda import call_aten_node, is_scalar_math
-from ftmodel.tracing.formulas import (MAC_CLASSES, attention_macs, classify, conv_macs,
-                                      einsum_macs, macs_of, matmul_macs, variant_of)
+from ftmodel.frameworks.torchscript_cuda import call_aten_node
+from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
+                                                  node_class, special_macs, tensors_in)
+from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
 from ftmodel.tracing.variants import channel_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
@@ -31,11 +32,6 @@ NAME = "torchscript"
 FUSION_GROUPS = frozenset({"prim::TensorExprGroup", "prim::FusionGroup",
                            "prim::CudaFusionGroup", "prim::StaticSubgraph"})
 _NOT_INSTRUCTIONS = frozenset({"prim::Constant", "prim::ConstantMKLDNNTensor"})
-_ALWAYS_VIEW = frozenset({"dropout", "dropout_", "feature_dropout", "alpha_dropout", "detach",
-                          "view", "view_as", "expand", "expand_as", "unsqueeze", "squeeze",
-                          "select", "slice", "transpose", "permute", "t", "chunk", "split",
-                          "unbind", "narrow", "as_strided", "alias", "numpy_T", "unflatten"})
-_MAYBE_COPY = frozenset({"reshape", "flatten", "contiguous", "reshape_as"})
 # nodes whose result is in oneDNN's blocked layout whatever their inputs; a node with a blocked
 # input keeps it blocked, except the reorder back to a dense tensor
 _TO_BLOCKED = frozenset({"aten::to_mkldnn", "prim::mkldnn_convolution",
@@ -60,53 +56,6 @@ MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "einsum", "scaled_dot_product_attention", "_native_multi_head_attention"))})
-_CLASS_OVERRIDES = {"linear": "gemm", "einsum": "bmm", "scaled_dot_product_attention":
-                    "attention", "batch_norm": "norm", "layer_norm": "norm",
-                    "group_norm": "norm", "instance_norm": "norm", "to_mkldnn": "copy",
-                    "to_dense": "copy", "conv1d": "conv", "conv2d": "conv", "conv3d": "conv",
-                    "conv_transpose1d": "conv", "conv_transpose2d": "conv",
-                    "conv_transpose3d": "conv", "mkldnn_convolution": "conv",
-                    "MKLDNNLayerNorm": "norm"}
-
-
-def _tensors(values: Iterable[Any]) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(t for t in v if isinstance(t, torch.Tensor))
-    return out
-
-
-def _nbytes(ts: Iterable[torch.Tensor]) -> int:
-    seen: set[int] = set()
-    total = 0
-    for t in ts:
-        if id(t) not in seen:
-            seen.add(id(t))
-            total += t.numel() * t.element_size()
-    return total
-
-
-def _special_macs(name: str, args: list[Any], out: Any) -> int | None:
-    """MACs of the composite ops TorchScript keeps, by :mod:`ftmodel.tracing.formulas`' shape
-    formulas (None: use its aten registry)."""
-    o = out[0] if isinstance(out, (tuple, list)) else out
-    if not isinstance(o, torch.Tensor):
-        return None
-    if name in ("matmul", "linear"):
-        a = args[0]
-        return matmul_macs(o.shape, int(a.shape[-1])) if isinstance(a, torch.Tensor) else 0
-    if name in ("conv1d", "conv2d", "conv3d", "mkldnn_convolution"):
-        return conv_macs(args[0].shape, args[1].shape, o.shape)
-    if name.startswith("conv_transpose"):
-        return conv_macs(args[0].shape, args[1].shape, o.shape, transposed=True)
-    if name == "einsum":
-        return einsum_macs(str(args[0]), [tuple(t.shape) for t in args[1]])
-    if name == "scaled_dot_product_attention":
-        return attention_macs(args[0].shape, args[1].shape, args[2].shape)
-    return None
 
 
 @dataclass
@@ -125,56 +74,11 @@ class _Interp:
     storages: StorageIds = field(default_factory=StorageIds)  # operand identities
     blocked: set[int] = field(default_factory=set)  # Value.unique() of oneDNN-layout values
 
-    # ---- evaluation --------------------------------------------------------------------
-    def constant(self, node: Any) -> Any:
-        if node.kind() == "prim::ConstantMKLDNNTensor":
-            t = node.t("value")
-            return torch.empty(tuple(t.shape), dtype=t.dtype)
-        val = node.output().toIValue()
-        if isinstance(val, torch.Tensor):
-            val = self.fake_mode.from_tensor(val)
-        elif isinstance(val, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in val):
-            # a frozen list of weights (an LSTM's params): fake tensors, each a weight
-            val = type(val)(self.fake_mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
-                            for v in val)
-            self.weights.update(id(v) for v in val if isinstance(v, torch.Tensor))
-        return val
-
-    def evaluate(self, node: Any, args: list[Any]) -> tuple[Any, Any]:
-        kind = node.kind()
-        ns = kind.partition("::")[0]
-        if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
-            return None, list(args) if kind == "prim::ListConstruct" else tuple(args)
-        if kind in ("prim::ListUnpack", "prim::TupleUnpack"):
-            return None, tuple(args[0])
-        if kind == "prim::TupleIndex":
-            return None, args[0][args[1]]
-        if kind in ("prim::NumToTensor", "aten::Int", "aten::Float", "aten::ScalarImplicit",
-                    "aten::IntImplicit", "aten::FloatImplicit", "prim::profile"):
-            return None, args[0]
-        if kind in ("prim::TypeCheck", "prim::RequiresGradCheck", "prim::TensorExprDynamicGuard"):
-            return None, (*args, True)
-        if kind == "prim::BroadcastMKLDNNTensors":
-            pair = torch.broadcast_tensors(args[0], args[1])  # type: ignore[no-untyped-call]
-            return None, tuple(pair)
-        if kind == "prim::ConstantChunk":  # x.chunk(n, dim) with constant n, as one node
-            return None, tuple(torch.chunk(args[0], node.i("chunks"), node.i("dim")))
-        if kind in ("aten::to_mkldnn", "aten::to_dense"):
-            return None, torch.empty_like(args[0], memory_format=torch.contiguous_format)
-        if kind == "prim::mkldnn_convolution":
-            x, w, b, stride, pad, dil, groups = args
-            return None, torch.ops.aten.convolution(x, w, b, stride, pad, dil, False, [0, 0],
-                                                    groups)
-        if ns == "aten":
-            return call_aten_node(node, args)
-        raise NotImplementedError(kind)
-
     def run_block(self, block: Any) -> list[Any]:
         for node in block.nodes():
             self.run_node(node)
         return [self.env.get(v.unique()) for v in block.returnNode().inputs()]
 
-    # ---- counting ------------------------------------------------------------------------
     def _path(self, node: Any, inputs: list[Any]) -> str:
         scope = node.scopeName()
         if scope:
@@ -198,7 +102,7 @@ class _Interp:
         kind = node.kind()
         outputs = list(node.outputs())
         if kind in _NOT_INSTRUCTIONS:
-            t = self.env[outputs[0].unique()] = self.constant(node)
+            t = self.env[outputs[0].unique()] = constant_value(node, self.fake_mode, self.weights)
             if isinstance(t, torch.Tensor):
                 self.weights.add(id(t))
             if kind in _TO_BLOCKED:
@@ -227,10 +131,10 @@ class _Interp:
             self._recorded(node, args, outputs, path)
             return
         try:
-            op, result = self.evaluate(node, args)
+            op, result = evaluate_node(node, args)
         except Exception:  # noqa: BLE001 - no fake kernel: take the first input's shape
             self.failed[kind] += 1
-            op, first = None, next(iter(_tensors(args)), None)
+            op, first = None, next(iter(tensors_in(args)), None)
             # an in-place node (prim::MKLDNNHardSwish_) returns its input
             result = first if first is None or kind.endswith("_") else torch.empty_like(first)
         if len(outputs) == 1:
@@ -242,52 +146,13 @@ class _Interp:
             self.paths[o.unique()] = path
         self._count(node, op, args, result, path, on_blocked)
 
-    def _classify(self, node: Any, op: Any, args: list[Any], result: Any) -> str | None:
-        """Op class of a node, "view" for no-kernel aliasing, None for other instructions."""
-        kind = node.kind()
-        ns, _, name = kind.partition("::")
-        if kind == "prim::BroadcastMKLDNNTensors":
-            same = all(tuple(a.shape) == tuple(r.shape) for a, r in zip(args, result))
-            return "view" if same else "copy"
-        if ns == "prim" and not name.startswith(("mkldnn", "MKLDNN")):
-            return None
-        if not _tensors([result]):
-            if op is not None and is_scalar_math(op, args):
-                return "elementwise"  # an op on 0-d tensors of sizes: a (tiny) kernel
-            return None  # aten::size, aten::dim, ...: interpreter instructions
-        base = name.rstrip("_")
-        if base in _ALWAYS_VIEW:
-            return "view"
-        if base in _MAYBE_COPY:
-            first = _tensors(args[:1])
-            return "view" if not first or first[0].is_contiguous() else "copy"
-        if name == "matmul":
-            a, b = args[0], args[1]
-            return "bmm" if a.dim() >= 3 and b.dim() >= 3 else "gemm"
-        cls = _CLASS_OVERRIDES.get(name) or _CLASS_OVERRIDES.get(base)
-        if cls == "conv":
-            w = args[1]
-            groups = args[-1] if name == "mkldnn_convolution" else (
-                args[6] if name.startswith("conv") and len(args) > 6 and isinstance(
-                    args[6], int) else 1)
-            x = args[0]
-            return "conv_grouped" if isinstance(groups, int) and groups > 1 or (
-                isinstance(w, torch.Tensor) and isinstance(x, torch.Tensor) and
-                x.shape[1] != w.shape[1] and not name.startswith("conv_transpose")) else "conv"
-        if cls is not None:
-            return cls
-        if op is not None:
-            c = classify(op, args)
-            return c if c != "alloc" else "view"
-        return "elementwise" if ns == "prim" else "other"
-
     def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str,
                on_blocked: bool = False) -> None:
         """Emit the node's kernel (or count its host event). A kernel reading a blocked tensor
         (``on_blocked``), other than a convolution or the reorder back, takes the variant
         :data:`BLOCKED_VARIANT`; the reorders themselves are found by their op
         (``copy@to_mkldnn``, ``copy@to_dense``)."""
-        cls = self._classify(node, op, args, result)
+        cls = node_class(node, op, args, result)
         if cls is None:
             self.events["jit_node"] += 1
             return
@@ -295,8 +160,8 @@ class _Interp:
             self.events["view"] += 1
             return
         name = node.kind().partition("::")[2]
-        ins, outs = _tensors(args), _tensors([result])
-        macs = _special_macs(name, args, result)
+        ins, outs = tensors_in(args), tensors_in([result])
+        macs = special_macs(name, args, result)
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
         if name == "mkldnn_convolution" and len(ins) >= 2 and ins[0].dim() >= 2:
@@ -313,14 +178,14 @@ class _Interp:
               path: str, members: tuple[str, ...], variant: str) -> None:
         dtype = str((outs or ins)[0].dtype).split(".")[-1] if (outs or ins) else "float32"
         self.kernels.append(make_kernel(
-            cls, macs, _nbytes(ins), _nbytes(outs), path, members, dtype, variant,
-            _nbytes(t for t in ins if id(t) in self.weights), self.storages.operands(ins),
+            cls, macs, nbytes_of(ins), nbytes_of(outs), path, members, dtype, variant,
+            nbytes_of(t for t in ins if id(t) in self.weights), self.storages.operands(ins),
             self.storages.operands(outs)))
 
     def _recorded(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
         """A composite node counted as the kernels it dispatches (``Kernel.inner`` for those
         C++ launches after the first, as in eager)."""
-        weights = [t for t in _tensors(args) if id(t) in self.weights]
+        weights = [t for t in tensors_in(args) if id(t) in self.weights]
         rec = Recorder({}, set(self.weights), weights, storage_ids=self.storages)
         rec.module_stack.append(path)
         with DispatchRecorder(rec):
@@ -353,7 +218,7 @@ class _Interp:
         cls = mac_classes[0] if mac_classes else (
             Counter(k.op_class for k in inner.kernels).most_common(1)[0][0]
             if inner.kernels else "elementwise")
-        self._emit(cls, macs, _tensors(args), _tensors(results), path,
+        self._emit(cls, macs, tensors_in(args), tensors_in(results), path,
                    (node.kind(), *members), "")
 
 
