@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         per_layer = m.time_s / n
         row = f"| {n} | {n * mib:.0f} | {per_layer * 1e6:.1f} | {m.spread:.2f} |"
         if predictor is not None:
-            p = predictor.predict(chains[n], [1], x)[0].latency_s / n
+            p = predictor.predict(chains[n], [args.rows], x)[0].latency_s / n
             row += f" {p * 1e6:.1f} | {p / per_layer:.2f} |"
         print(row)
     return 0
