@@ -117,6 +117,16 @@ def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
     return peak_macs, peak_bytes
 
 
+def _read_once(kernels: Sequence[Kernel], idx: np.ndarray, br: np.ndarray) -> np.ndarray:
+    """Read bytes of the kernels at ``idx`` with each weight counted once: streaming from
+    memory is paid once per operand, not per re-read of the weights (``Kernel.weight_reads``);
+    only the first pass over them can find them cold."""
+    rereads = np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
+                        for i in idx.tolist()], dtype=np.float64)
+    out: np.ndarray = br[idx] - rereads
+    return out
+
+
 def op_name(member: str) -> str:
     """A kernel member's operator, the same across frameworks: ``aten.tanh_.default``,
     ``aten::tanh`` and ``Tanh`` give ``tanh``; ``com.microsoft::QuickGelu`` gives
@@ -315,13 +325,8 @@ class DeviceModel:
             return
         idx = np.array([i for i, k in enumerate(kernels) if k.op_class in MAC_CLASSES],
                        dtype=np.int64)
-        if len(idx) == 0:
-            return
-        # streaming from memory is paid once per operand, not per re-read of the weights
-        # (Kernel.weight_reads): only the first pass over them can find them cold
-        once = br[idx] - np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
-                                   for i in idx.tolist()], dtype=np.float64)
-        cold[idx] = hot[idx] + np.maximum(once, 0.0) * per_byte
+        if len(idx):
+            cold[idx] = hot[idx] + np.maximum(_read_once(kernels, idx, br), 0.0) * per_byte
 
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
                              hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,
@@ -334,10 +339,10 @@ class DeviceModel:
         otherwise use. A MAC kernel pays the cache probe's penalty per byte
         (:meth:`_stream_mac_penalty`, the measurement the cache model's ``stream_share`` is
         fitted to, so the blend reproduces the probe's in-chain cost); in a profile without it,
-        that of a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely writes, like a
-        GEMM streaming its weights), whose flushed samples cost 4-5× less per byte than the
-        probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had its 512-channel
-        convolutions priced at 0.65 of their node times). Not eager's GEMM/conv curves: eager's
+        that of a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely
+        writes, like a GEMM streaming its weights), whose flushed samples cost 4-5× less per
+        byte than the probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had
+        its 512-channel convolutions priced at 0.65 of their node times). Not eager's GEMM/conv curves: eager's
         cold samples include the library's per-call weight packing from cold memory, which
         runtimes with pre-packed weights (ONNX Runtime) do not pay — borrowed, that penalty
         over-predicted ONNX Runtime's CNNs up to 3×. In place."""
@@ -349,11 +354,8 @@ class DeviceModel:
         if not own.any():
             return
         idx = np.flatnonzero(own)
-        # streaming from memory is paid once per operand, not per re-read of the weights
-        # (Kernel.weight_reads): only the first pass over them can find them cold
         br = br.copy()
-        br[idx] -= np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
-                             for i in idx.tolist()], dtype=np.float64)
+        br[idx] = _read_once(kernels, idx, br)
         per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
         if per_byte > 0.0:  # MAC kernels: priced per byte already (_stream_mac_penalty)
             mac = np.array([kernels[i].op_class in MAC_CLASSES for i in idx.tolist()], dtype=bool)
