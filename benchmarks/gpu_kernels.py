@@ -2,6 +2,8 @@
 
     # on the GPU machine: every kernel of one eager forward, by the aten op that launched it
     python benchmarks/gpu_kernels.py measure --out OUT/kernels.csv
+    # anywhere: the eager forward per kernel, and host time per library op by its kernel count
+    python benchmarks/gpu_kernels.py host OUT/kernels.csv --out host.md
     # anywhere: the same ops priced by a profile (eager's kernels, before in-model terms),
     # summed per aten op and model, beside the measured sums
     python benchmarks/gpu_kernels.py compare OUT/kernels.csv \\
@@ -18,6 +20,12 @@ replayed CUDA graph of repeated forwards (``ftmodel.measure.captured_repeats``: 
 the gaps), ``__eager__`` the eager forward's time (CUDA events, not profiled; ``host_us``) and
 the summed host time of every top-level aten op in the profiled forward (``top_host_us``: what
 the rest of the forward's time, Python and module calls, is not).
+
+``host`` reads the host side of a ``measure`` file: per model and batch, the eager forward's
+time (unprofiled) per kernel the profiler saw; per library op (``aten::cudnn_convolution``,
+``aten::addmm`` ...), how many kernels one call launched and the op's median profiled host time
+at each count (the profiler's own cost per op is the same at every count, so the step between
+counts is the host cost of one more launch inside the op).
 
 ``compare`` lowers the same models for eager on ``--profile`` and prices their kernels
 (``Predictor.kernel_arrays``: curves, hot and cold operands; no in-model terms), then sums
@@ -174,6 +182,45 @@ def compare(measured: Path, profile: str, out: Path) -> None:
     print("\n".join(lines))
 
 
+HOST_OPS = ("aten::cudnn_convolution", "aten::mm", "aten::addmm", "aten::bmm",
+            "aten::native_layer_norm", "aten::cudnn_batch_norm", "aten::_efficient_attention_forward",
+            "aten::add", "aten::mul", "aten::clamp_min_", "aten::copy_", "aten::cat")
+
+
+def host(measured: Path, out: Path) -> None:
+    with open(measured) as f:
+        rows = list(csv.DictReader(f))
+    kernels: dict[tuple[str, str], int] = defaultdict(int)
+    eager: dict[tuple[str, str], float] = {}
+    by_count: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in rows:
+        key = (r["model"], r["batch"])
+        if r["top_op"] == "__eager__":
+            eager[key] = float(r["host_us"])
+        elif r["top_op"] != "__graph__":
+            kernels[key] += int(r["n_kernels"])
+            by_count[(r["op"], int(r["n_kernels"]))].append(float(r["host_us"]))
+    lines = [f"# Host side of one eager forward: {measured.name}", "",
+             "| model | batch | eager forward µs (unprofiled) | kernels | µs per kernel |",
+             "|---|---|---|---|---|"]
+    per_kernel = []
+    for (name, b), t in eager.items():
+        n = kernels[(name, b)]
+        per_kernel.append(t / max(n, 1))
+        lines.append(f"| {name} | {b} | {t:.0f} | {n} | {t / max(n, 1):.1f} |")
+    per_kernel.sort()
+    lines += ["", f"Median µs per kernel: {per_kernel[len(per_kernel) // 2]:.1f} "
+              f"(min {per_kernel[0]:.1f}, max {per_kernel[-1]:.1f}).", "",
+              "| library op | kernels per call | calls | median host µs (profiled) |",
+              "|---|---|---|---|"]
+    for op in HOST_OPS:
+        for n in sorted(c for o, c in by_count if o == op):
+            v = sorted(by_count[(op, n)])
+            lines.append(f"| {op} | {n} | {len(v)} | {v[len(v) // 2]:.1f} |")
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -185,9 +232,14 @@ def main() -> None:
     c.add_argument("measured", type=Path)
     c.add_argument("--profile", required=True)
     c.add_argument("--out", type=Path, required=True)
+    h = sub.add_parser("host")
+    h.add_argument("measured", type=Path)
+    h.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.cmd == "measure":
         measure(args.out, args.models.split(","), [int(x) for x in args.batches.split(",")])
+    elif args.cmd == "host":
+        host(args.measured, args.out)
     else:
         compare(args.measured, args.profile, args.out)
 

@@ -16,6 +16,7 @@
 #              ($ZOO_MODELS and $ZOO_FRAMEWORKS, comma-separated, replace gpu_live.py's lists)
 #   kernels    every kernel of one eager forward of the zoo's models, by aten op, and each
 #              forward as a replayed CUDA graph (benchmarks/gpu_kernels.py) -> OUTDIR/kernels.csv
+#              ($KERNELS_MODELS, comma-separated, replaces gpu_kernels.py's list)
 # STAGES (default env,decode,calibrate,zoo; kernels on request) picks and orders them.
 # inductor's generated code goes to OUTDIR/inductor-code.tar.gz, all output to OUTDIR/log.txt.
 set -u
@@ -65,7 +66,7 @@ for name in ${STAGES//,/ }; do
     zoo) stage zoo "${ZOO_S:-300}" "$PY" benchmarks/gpu_live.py measure --stage zoo --out-dir "$WORK" \
            ${ZOO_MODELS:+--models "$ZOO_MODELS"} ${ZOO_FRAMEWORKS:+--frameworks "$ZOO_FRAMEWORKS"} ;;
     kernels) stage kernels "${KERNELS_S:-120}" "$PY" benchmarks/gpu_kernels.py measure \
-               --out "$WORK/kernels.csv" ;;
+               --out "$WORK/kernels.csv" ${KERNELS_MODELS:+--models "$KERNELS_MODELS"} ;;
     *) echo "unknown stage $name (env, decode, calibrate, zoo, kernels)" >&2; exit 2 ;;
   esac
 done
