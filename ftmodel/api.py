@@ -112,7 +112,8 @@ def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
                    bytes_written=lin(k1.bytes_written, k2.bytes_written),
                    bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
                    weight_reads=max(1, lin(k1.weight_reads, k2.weight_reads)),
-                   reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes))
+                   reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes),
+                   planes=lin(k1.planes, k2.planes))
 
 
 def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
@@ -129,7 +130,8 @@ def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
     weight_reads = max(1, round(k.weight_reads * r)) if k.weights_per_image else k.weight_reads
     return replace(k, macs=int(k.macs * r), bytes_read=int(k.bytes_weights + act * r),
                    bytes_written=int(k.bytes_written * r), reads=reads,
-                   writes=per_batch(k.writes), weight_reads=weight_reads)
+                   writes=per_batch(k.writes), weight_reads=weight_reads,
+                   planes=int(k.planes * r))
 
 
 class Predictor:

@@ -45,6 +45,10 @@ class Kernel:
     # whether ``weight_reads`` is the batch's image count (so it follows the batch when the
     # kernel is re-sized to another batch, ftmodel.api.kernel_at_batch)
     weights_per_image: bool = False
+    # the (image, channel) planes a per-channel op loops over one by one (batch norm: N·C;
+    # ftmodel.tracing.formulas.planes_of); 0 = not counted. Priced by a device profile's
+    # per-plane curve where it has one (``<curve>:per_plane``)
+    planes: int = 0
 
     @property
     def bytes_total(self) -> int:

@@ -17,8 +17,8 @@ from scipy.spatial import QhullError
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL", "STEP_CURVES",
-           "SampleCurve",
+__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL", "PER_PLANE",
+           "STEP_CURVES", "SampleCurve",
            "inversions", "step_work", "work"]
 
 _EPS = 1.0
@@ -75,6 +75,10 @@ STEP_CURVES = frozenset({"gemm@mkldnn_rnn_layer"})
 # A per-step curve's companion (``<curve>:per_call``): what each call of such a layer costs
 # besides its steps, against a step's work (oneDNN re-orders the layer's weights on every call)
 PER_CALL = ":per_call"
+# A per-op curve's companion (``<curve>:per_plane``): what a per-channel op (batch norm) costs
+# beyond its curve when it loops over many small (image, channel) planes, against the planes
+# (held on the bytes-read axis of its samples: ``(0, planes, 0, seconds)``; Kernel.planes)
+PER_PLANE = ":per_plane"
 
 
 def step_work(macs: np.ndarray, bytes_read: np.ndarray, bytes_weights: np.ndarray,

@@ -73,7 +73,7 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
-from ftmodel.estimate.curves import PER_CALL, STEP_CURVES, SampleCurve, step_work
+from ftmodel.estimate.curves import PER_CALL, PER_PLANE, STEP_CURVES, SampleCurve, step_work
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
@@ -99,11 +99,12 @@ FLOOR_SAMPLE_MIN_S = 10e-6
 def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
     """(MACs per second, bytes per second): the fastest rates any calibrated sample resolved
     (time at least :data:`FLOOR_SAMPLE_MIN_S`) reached — MACs over matrix-like classes, bytes
-    read and written over the others, every framework's curves included but per-call curves
-    (``:per_call``, whose axis is the work of one step); 0 where none."""
+    read and written over the others, every framework's curves included but per-call and
+    per-plane curves (``:per_call``, ``:per_plane``, whose axes are not what the call did); 0
+    where none."""
     peak_macs = peak_bytes = 0.0
     for name, data in device.op_classes.items():
-        if data.model != "samples" or not data.samples or name.endswith(PER_CALL):
+        if data.model != "samples" or not data.samples or name.endswith((PER_CALL, PER_PLANE)):
             continue  # (a per-call curve's axis is a step's work, not what the call did)
         rows = np.asarray(data.samples, dtype=np.float64)  # (n, 4): macs, read, written, s
         ok = rows[:, 3] >= FLOOR_SAMPLE_MIN_S
@@ -164,7 +165,7 @@ class DeviceModel:
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
                 # a per-call curve's axis is a step's work, not the call's: no rate limits it
-                peak = 0.0 if name.endswith(PER_CALL) else (
+                peak = 0.0 if name.endswith((PER_CALL, PER_PLANE)) else (
                     self._peak_macs_per_s if base in MAC_CLASSES else self._peak_bytes_per_s)
                 self._curves[name] = SampleCurve.fit(base, data, peak_rate=peak)
                 if data.cold_s:
@@ -298,6 +299,7 @@ class DeviceModel:
                     hot[sel] = curve(macs[sel], br[sel], bw[sel])
                 cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
                              else hot[sel])
+            self._plane_cost(kernels, classes == cls, name, hot, cold)
         self._stream_mac_penalty(kernels, hot, cold, br)
         self._borrow_cold_penalty(kernels, classes, hot, cold, macs, br, bw)
         floor = np.full(n, self.device.kernel_floor_s)
@@ -306,6 +308,26 @@ class DeviceModel:
         if self._peak_bytes_per_s > 0:
             floor = np.maximum(floor, (br + bw) / self._peak_bytes_per_s)
         return np.maximum(hot, floor), np.maximum(cold, floor)
+
+    def _plane_cost(self, kernels: Sequence[Kernel], sel: np.ndarray, name: str,
+                    hot: np.ndarray, cold: np.ndarray) -> None:
+        """Adds, in place, the per-plane cost of the selected kernels that count their planes
+        (``Kernel.planes``), read off the curve's ``:per_plane`` companion where the profile
+        has one: what looping over many small (image, channel) planes costs beyond the curve
+        of few large ones (batch norm on a CPU)."""
+        curve = self._curves.get(name + PER_PLANE)
+        if curve is None or isinstance(curve, Roofline):
+            return
+        idx = np.flatnonzero(sel)
+        planes = np.array([kernels[i].planes for i in idx.tolist()], dtype=np.float64)
+        some = planes > 0
+        if not some.any():
+            return
+        idx, planes = idx[some], planes[some]
+        zeros = np.zeros(len(idx))
+        extra = curve(zeros, planes, zeros)
+        hot[idx] += extra
+        cold[idx] += extra
 
     def _stream_mac_penalty(self, kernels: Sequence[Kernel], hot: np.ndarray,
                             cold: np.ndarray, br: np.ndarray) -> None:

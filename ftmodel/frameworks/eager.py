@@ -11,6 +11,7 @@ from collections import Counter
 
 from ftmodel.frameworks.base import Framework, register
 from ftmodel.program import Kernel, Program, kernel_events
+from ftmodel.tracing.formulas import planes_of
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["kernel_of", "lower"]
@@ -19,7 +20,8 @@ __all__ = ["kernel_of", "lower"]
 def kernel_of(r: OpRecord) -> Kernel:
     """The kernel eager launches for one launching op record."""
     return Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
-                  r.dtype, r.variant, r.bytes_weights, r.reads, r.writes, r.inner)
+                  r.dtype, r.variant, r.bytes_weights, r.reads, r.writes, r.inner,
+                  planes=planes_of(r.op, r.input_shapes))
 
 
 def lower(trace: Trace) -> Program:

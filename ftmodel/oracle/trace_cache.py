@@ -38,6 +38,7 @@ from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, SegmentTr
                                           trace_segment)
 from ftmodel.plain_objects import maker
 from ftmodel.oracle.structure import KeyNumbers, Plan
+from ftmodel.tracing.formulas import planes_of
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["Part", "TraceCache"]
@@ -323,7 +324,8 @@ def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:
                     "members": (rest[at["op"]],), "dtype": rest[at["dtype"]],
                     "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
                     "reads": rest[at["reads"]], "writes": rest[at["writes"]],
-                    "inner": rest[at["inner"]]})
+                    "inner": rest[at["inner"]],
+                    "planes": planes_of(rest[at["op"]], rest[at["input_shapes"]])})
     events = list(kernel_events(_kernels_of(out, None)).elements())
     return _SegmentKernels(tuple(out), events, n_view, n_alloc)
 

@@ -17,7 +17,9 @@ from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
-from ftmodel.hardware.profile import read_profile
+import numpy as np
+
+from ftmodel.hardware.profile import OpClassData, read_profile
 from ftmodel.measure import heap_kept
 from ftmodel.tools.zoo import mlp
 
@@ -432,3 +434,38 @@ def test_reference_drift_is_the_spread_of_the_probes() -> None:
     probes = [{"stage": "start", "s": 3.0e-3}, {"stage": "op sweeps", "s": 3.6e-3},
               {"stage": "eager in-model", "s": 3.3e-3}]
     assert reference_drift(probes) == pytest.approx(0.2)
+
+
+def test_per_plane_curve_keeps_what_planes_add_beyond_the_curve() -> None:
+    from ftmodel.calibration.sweep_stage import per_plane_curve
+    from ftmodel.estimate.curves import SampleCurve
+    curve = OpClassData("samples", tuple((0.0, b, b, 1e-6 + 2 * b / 4e9)
+                                         for b in (1e3, 1e4, 1e5, 1e6, 1e7)))
+    fitted = SampleCurve.fit("norm", curve)
+    planes = [256, 4096, 65536]
+    rows = []
+    for p, b in zip(planes, (1e4, 1e5, 1e6)):
+        base = float(fitted(np.array([0.0]), np.array([b]), np.array([b]))[0])
+        rows.append((0.0, b, b, base + 4e-9 * p))
+    got = per_plane_curve(curve, OpClassData("samples", tuple(rows)), planes)
+    assert got is not None
+    assert [r[1] for r in got.samples] == planes
+    np.testing.assert_allclose([r[3] for r in got.samples], [4e-9 * p for p in planes],
+                               rtol=1e-3)
+    # a sample faster than the curve adds nothing (kept at 1 ns); too few samples give none
+    faster = OpClassData("samples", tuple((0.0, b, b, 1e-9) for _, b, _, _ in rows))
+    assert all(r[3] == 1e-9 for r in per_plane_curve(curve, faster, planes).samples)
+    assert per_plane_curve(curve, OpClassData("samples", tuple(rows[:2])), planes[:2]) is None
+    # planes of several sizes at one count: the median excess
+    three = [rows[0], (0.0, 2e4, 2e4, rows[0][3]), (0.0, 3e4, 3e4, rows[0][3])] + rows[1:]
+    got = per_plane_curve(curve, OpClassData("samples", tuple(three)), [256] * 3 + planes[1:])
+    assert got is not None and [r[1] for r in got.samples] == planes
+
+
+def test_plane_samples_span_many_small_planes() -> None:
+    from ftmodel.calibration.ops import PLANES_SWEEP, plane_count, plane_samples
+    samples = plane_samples(quick=True)
+    assert samples[0].is_floor and all(s.curve == PLANES_SWEEP for s in samples)
+    counts = [plane_count(s) for s in samples if not s.is_floor]
+    assert min(counts) == 256 and max(counts) == 65536
+    assert all(s.inputs[0].shape[-1] <= 7 for s in samples)

@@ -572,3 +572,58 @@ def test_per_call_curves_set_no_peak_rate() -> None:
                    "gemm@mkldnn_rnn_layer:per_call": per_call})
     assert measured_peaks(dev)[0] == pytest.approx(measured_peaks(_device(
         {"gemm": OpClassData("samples", SAT_ROWS)}))[0])
+
+
+# ---- per-plane cost (batch norm over many small planes) ---------------------------------------
+
+# batch norm's curve: bytes read and written at 2 GB/s plus 2 µs
+BN_ROWS = tuple((0.0, b, b, 2e-6 + 2 * b / 2e9) for b in (1e3, 1e4, 1e5, 1e6, 1e7))
+# what looping over planes adds: 5 ns per plane
+PLANE_ROWS = tuple((0.0, p, 0.0, 5e-9 * p) for p in (256.0, 4096.0, 65536.0))
+
+
+def _bn(nbytes: float, planes: int) -> Kernel:
+    return Kernel("norm", 0, int(nbytes), int(nbytes), "bn", ("aten.native_batch_norm.default",),
+                  planes=planes)
+
+
+def test_a_per_plane_curve_adds_the_planes_cost() -> None:
+    curves = {"norm": OpClassData("samples", BN_ROWS),
+              "norm@native_batch_norm": OpClassData("samples", BN_ROWS)}
+    with_planes = DeviceModel(_device({**curves, "norm@native_batch_norm:per_plane":
+                                       OpClassData("samples", PLANE_ROWS)}))
+    without = DeviceModel(_device(curves))
+    few, many = _bn(1e5, 0), _bn(1e5, 4096)
+    t_few, t_many = with_planes.kernel_times_s([few, many])
+    assert t_many - t_few == pytest.approx(5e-9 * 4096, rel=2e-2)
+    # a kernel that counts no planes, and a profile without the curve, price bytes alone
+    assert t_few == pytest.approx(without.kernel_times_s([few])[0], rel=1e-9)
+    assert without.kernel_times_s([many])[0] == pytest.approx(t_few, rel=1e-9)
+    # a per-plane curve's axis is planes, not bytes: it sets no peak byte rate
+    from ftmodel.estimate.kernels import measured_peaks
+    assert measured_peaks(with_planes.device) == measured_peaks(without.device)
+
+
+def test_planes_of_counts_batch_norm_planes_only() -> None:
+    from ftmodel.tracing.formulas import planes_of
+    bn = "aten._native_batch_norm_legit_no_training.default"
+    assert planes_of(bn, ((4, 112, 7, 7), (112,))) == 448
+    assert planes_of("aten.native_batch_norm.default", ((2, 8, 16),)) == 16
+    assert planes_of(bn, ((4, 112),)) == 0  # no spatial dimensions: one plane per channel row
+    assert planes_of("aten.native_layer_norm.default", ((4, 112, 7, 7),)) == 0
+
+
+def test_eager_batch_norm_kernels_carry_their_planes() -> None:
+    import torch
+    from ftmodel.frameworks import eager
+    from ftmodel.tracing.dispatch import trace
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    prog = eager.lower(trace(model, (torch.randn(3, 8, 4, 4),)))
+    norms = [k for k in prog.kernels if k.op_class == "norm"]
+    assert [k.planes for k in norms] == [24]
+    assert all(k.planes == 0 for k in prog.kernels if k.op_class != "norm")
+
+
+def test_kernel_at_batch_scales_planes() -> None:
+    from ftmodel.api import kernel_at_batch
+    assert kernel_at_batch(_bn(1e5, 64), 2, 8).planes == 256
