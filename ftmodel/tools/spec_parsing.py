@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,8 @@ import torch
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.tools.zoo import token_inputs
 
-__all__ = ["OptionValue", "ShapeInputs", "TokenInputs", "check_seq_len", "check_shape",
-           "parse_input_shape", "parse_options"]
+__all__ = ["NO_WEIGHTS", "OptionValue", "ShapeInputs", "TokenInputs", "check_no_weights",
+           "check_seq_len", "check_shape", "parse_input_shape", "parse_options"]
 
 OptionValue = int | float | bool | str | None
 
@@ -120,3 +121,18 @@ def check_seq_len(seq_len: Any) -> int | None:
         raise InvalidArgumentError(f"--seq-len must be an integer >= 1 (the number of tokens "
                                    f"per sample), got {seq_len!r}")
     return seq_len
+
+
+# options that would load or download pretrained weights
+NO_WEIGHTS = ("weights", "weights_backbone", "pretrained", "pretrained_cfg",
+              "pretrained_cfg_overlay", "checkpoint_path")
+
+
+def check_no_weights(spec: str, options: Mapping[str, OptionValue]) -> None:
+    """Refuses options that would load pretrained weights (:data:`NO_WEIGHTS`)."""
+    bad = [k for k in options if k in NO_WEIGHTS]
+    if bad:
+        raise InvalidArgumentError(
+            f"model spec {spec!r}: option(s) {', '.join(bad)} not allowed: ftmodel builds "
+            "models with random weights (latency does not depend on them) and downloads "
+            "nothing; drop them")

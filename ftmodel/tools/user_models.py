@@ -45,10 +45,12 @@ from torch import nn
 
 from ftmodel.errors import InvalidArgumentError, MissingExtraError, closest_match
 from ftmodel.extras import EXTRA_OF, require
-from ftmodel.tools.spec_parsing import (OptionValue, ShapeInputs, TokenInputs, check_seq_len,
-                                         check_shape, parse_input_shape, parse_options)
+from ftmodel.tools.hf_models import hf_inputs, hf_model, is_hf
+from ftmodel.tools.spec_parsing import (OptionValue, ShapeInputs, TokenInputs, check_no_weights,
+                                         check_seq_len, check_shape, parse_input_shape,
+                                         parse_options)
 from ftmodel.tools.zoo import ZOO, lookup
-from ftmodel.tracing.inputs import DEFAULT_IMAGE, DEFAULT_SEQ_LEN, InputSpec, default_inputs
+from ftmodel.tracing.inputs import DEFAULT_IMAGE, InputSpec, default_inputs
 
 __all__ = ["SPEC_FORMS", "ShapeInputs", "TokenInputs", "load_model", "parse_input_shape",
            "parse_options"]
@@ -61,60 +63,13 @@ _PREFIXES = ("torchvision", "timm", "hf")
 _FILE_SPEC = re.compile(r"(?P<path>.+\.py)(?::(?P<factory>[^:]*))?", re.IGNORECASE)
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _VIDEO_CLIP = (3, 16, 112, 112)  # (C, T, H, W)
-_NO_WEIGHTS = ("weights", "weights_backbone", "pretrained", "pretrained_cfg",
-               "pretrained_cfg_overlay", "checkpoint_path")
 
 # ---------------------------------------------------------------- inputs of a built model
-def _is_hf(model: nn.Module) -> bool:
-    return (type(model).__module__.startswith("transformers.") and hasattr(model, "config")
-            and hasattr(model, "main_input_name"))
-
-
-def _hf_inputs(model: nn.Module, spec: str, shape: tuple[int, ...] | None,
-               seq_len: int | None) -> InputSpec:
-    """The inputs of a transformers model: token ids, images, or ``shape`` under its main
-    input's name."""
-    config = model.config
-    name = str(model.main_input_name)
-    what = f"model spec {spec!r} ({type(model).__name__})"
-    if name == "input_ids":
-        if shape is not None:
-            raise InvalidArgumentError(
-                f"{what} takes token ids: give their length with --seq-len (default "
-                f"{DEFAULT_SEQ_LEN}), not --input-shape {'x'.join(map(str, shape))}")
-        seq = seq_len or DEFAULT_SEQ_LEN
-        limit = getattr(config, "max_position_embeddings", None)
-        if isinstance(limit, int) and not isinstance(limit, bool) and seq > limit:
-            raise InvalidArgumentError(
-                f"{what}: {seq} tokens exceed the model's max_position_embeddings ({limit}); "
-                f"pass --seq-len {limit} or less (or, in an hf: spec, a larger "
-                "max_position_embeddings)")
-        vocab = getattr(config, "vocab_size", None)
-        keys = ("input_ids", "decoder_input_ids") if getattr(config, "is_encoder_decoder",
-                                                             False) else ("input_ids",)
-        return TokenInputs(seq, vocab if isinstance(vocab, int) and vocab > 0 else 1000, keys)
-    if seq_len is not None:
-        raise InvalidArgumentError(
-            f"{what} takes {name!r}, not token ids: give one sample's shape with --input-shape "
-            f"instead of --seq-len")
-    if shape is not None:
-        return ShapeInputs(shape, name)
-    size, channels = getattr(config, "image_size", None), getattr(config, "num_channels", None)
-    if name == "pixel_values" and isinstance(channels, int):
-        hw = (size, size) if isinstance(size, int) else tuple(size or ())
-        if len(hw) == 2 and all(isinstance(s, int) for s in hw):
-            return ShapeInputs((channels, *hw), name)
-    raise InvalidArgumentError(
-        f"{what} takes {name!r}, whose shape ftmodel cannot infer from its config; pass one "
-        f"sample's shape with --input-shape, e.g. --input-shape 16000 for a second of 16 kHz "
-        f"audio or 3x224x224 for an image")
-
-
 def _given_inputs(model: nn.Module, spec: str, shape: tuple[int, ...] | None,
                   seq_len: int | None) -> InputSpec:
     """The inputs ``shape`` / ``seq_len`` ask for (None when neither is given)."""
-    if _is_hf(model) and (shape is not None or seq_len is not None):
-        return _hf_inputs(model, spec, shape, seq_len)
+    if is_hf(model) and (shape is not None or seq_len is not None):
+        return hf_inputs(model, spec, shape, seq_len)
     if shape is not None and seq_len is not None:
         raise InvalidArgumentError(
             f"model spec {spec!r}: pass --input-shape (random floats of that shape) or "
@@ -146,15 +101,6 @@ def _from_zoo(spec: str, shape: tuple[int, ...] | None, seq_len: int | None
     return model, zm.make_inputs if given is None else given
 
 
-def _no_weights(spec: str, options: Mapping[str, OptionValue]) -> None:
-    bad = [k for k in options if k in _NO_WEIGHTS]
-    if bad:
-        raise InvalidArgumentError(
-            f"model spec {spec!r}: option(s) {', '.join(bad)} not allowed: ftmodel builds "
-            "models with random weights (latency does not depend on them) and downloads "
-            "nothing; drop them")
-
-
 def _torchvision(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | None
                  ) -> tuple[nn.Module, InputSpec]:
     tv = require("torchvision", "the torchvision: model specs")
@@ -169,7 +115,7 @@ def _torchvision(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: i
             + (f"; did you mean 'torchvision:{match}'?" if match else ";")
             + " the names are torchvision.models.list_models(), e.g. torchvision:resnet18")
     options = parse_options(opts_text, spec)
-    _no_weights(spec, options)
+    check_no_weights(spec, options)
     builder = tv.models.get_model_builder(key)
     kw: dict[str, Any] = {"weights": None}
     if "weights_backbone" in inspect.signature(builder).parameters:
@@ -214,7 +160,7 @@ def _timm(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | No
             + (f"; did you mean 'timm:{match}'?" if match else ";")
             + " the names are timm.list_models(), e.g. timm:resnet18")
     options = parse_options(opts_text, spec)
-    _no_weights(spec, options)
+    check_no_weights(spec, options)
     try:
         model: nn.Module = timm.create_model(name, pretrained=False, **options).eval()
     except (TypeError, ValueError, AssertionError) as err:
@@ -231,68 +177,6 @@ def _timm(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | No
         chans = options.get("in_chans")
         size = (chans if isinstance(chans, int) else size[0], img, img)
     return model, ShapeInputs(tuple(int(s) for s in size))
-
-
-_HF_MODEL_CLASS = re.compile(r"(.+?)(?:PreTrainedModel|LMHeadModel|Model|For[A-Z]\w*)")
-
-
-def _hf_config_class(tf: Any, name: str, spec: str) -> Any:
-    base = tf.PretrainedConfig
-    found: Any = None
-    if name.isidentifier():
-        with contextlib.suppress(Exception):  # a lazy import of another backend may fail
-            found = getattr(tf, name, None)
-    if isinstance(found, type) and issubclass(found, base):
-        return found
-    mapping = tf.CONFIG_MAPPING
-    if name.lower() in mapping:
-        return mapping[name.lower()]
-    m = _HF_MODEL_CLASS.fullmatch(name)
-    suggestion = f"{m.group(1)}Config" if m and hasattr(tf, f"{m.group(1)}Config") else None
-    if suggestion is None:
-        suggestion = closest_match(name, [n for n in dir(tf) if n.endswith("Config")]
-                                   + list(mapping.keys()))
-    raise InvalidArgumentError(
-        f"transformers has no configuration class or model type {name!r} (model spec "
-        f"{spec!r})" + (f"; did you mean 'hf:{suggestion}'?" if suggestion else ";")
-        + " expected hf:<ConfigClass>[:key=value,...], e.g. hf:BertConfig:num_hidden_layers=2"
-        " or hf:bert (a model type); ftmodel builds the base model with AutoModel.from_config")
-
-
-def _check_config_keys(cls: Any, options: Mapping[str, OptionValue], spec: str) -> None:
-    try:
-        default = cls()
-    except Exception:  # a config that needs arguments: leave the names to transformers
-        return
-    params = set(inspect.signature(cls.__init__).parameters)
-    for key in options:
-        if key in params or hasattr(default, key) or hasattr(default, f"_{key}"):
-            continue
-        known = list(default.to_dict()) + list(getattr(default, "attribute_map", {}))
-        match = closest_match(key, known)
-        raise InvalidArgumentError(
-            f"{cls.__name__} has no setting {key!r} (model spec {spec!r})"
-            + (f"; did you mean {match!r}?" if match else ";")
-            + f" its settings are the keyword arguments of transformers.{cls.__name__}")
-
-
-def _hf(spec: str, rest: str, shape: tuple[int, ...] | None, seq_len: int | None
-        ) -> tuple[nn.Module, InputSpec]:
-    tf = require("transformers", "the hf: model specs")
-    name, _, opts_text = rest.partition(":")
-    cls = _hf_config_class(tf, name.strip(), spec)
-    options = parse_options(opts_text, spec)
-    _no_weights(spec, options)
-    _check_config_keys(cls, options, spec)
-    try:
-        config = cls(**options)
-        model: nn.Module = tf.AutoModel.from_config(config).eval()
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        raise InvalidArgumentError(
-            f"transformers could not build a model from {cls.__name__} with options {options} "
-            f"(model spec {spec!r}): {err}; check the values (e.g. hidden_size a multiple of "
-            "num_attention_heads)") from None
-    return model, _hf_inputs(model, spec, shape, seq_len)
 
 
 @contextlib.contextmanager
@@ -346,8 +230,8 @@ def _from_factory(result: Any, spec: str, shape: tuple[int, ...] | None, seq_len
         return model, given
     if inputs is not None:
         return model, inputs
-    if _is_hf(model):
-        return model, _hf_inputs(model, spec, None, None)
+    if is_hf(model):
+        return model, hf_inputs(model, spec, None, None)
     try:
         default_inputs(model, 1)
     except InvalidArgumentError:
@@ -432,7 +316,7 @@ def load_model(spec: str, *, input_shape: tuple[int, ...] | None = None,
     if sep and kind == "timm":
         return _timm(spec, rest, shape, seq)
     if sep and kind == "hf":
-        return _hf(spec, rest, shape, seq)
+        return hf_model(spec, rest, shape, seq)
     file_spec = _FILE_SPEC.fullmatch(spec)
     if file_spec:
         return _from_file(spec, file_spec["path"], file_spec["factory"], shape, seq)
