@@ -17,7 +17,9 @@
 #   kernels    every kernel of one eager forward of the zoo's models, by aten op, and each
 #              forward as a replayed CUDA graph (benchmarks/gpu_kernels.py) -> OUTDIR/kernels.csv
 #              ($KERNELS_MODELS, comma-separated, replaces gpu_kernels.py's list)
-# STAGES (default env,decode,calibrate,zoo; kernels on request) picks and orders them.
+#   hostops    each aten op of one eager forward of those models replayed alone, unprofiled:
+#              host and device µs per call (benchmarks/gpu_hostops.py) -> OUTDIR/hostops.csv
+# STAGES (default env,decode,calibrate,zoo; kernels and hostops on request) picks and orders them.
 # inductor's generated code goes to OUTDIR/inductor-code.tar.gz, all output to OUTDIR/log.txt.
 set -u
 OUT=${1:?OUTDIR}
@@ -67,7 +69,9 @@ for name in ${STAGES//,/ }; do
            ${ZOO_MODELS:+--models "$ZOO_MODELS"} ${ZOO_FRAMEWORKS:+--frameworks "$ZOO_FRAMEWORKS"} ;;
     kernels) stage kernels "${KERNELS_S:-120}" "$PY" benchmarks/gpu_kernels.py measure \
                --out "$WORK/kernels.csv" ${KERNELS_MODELS:+--models "$KERNELS_MODELS"} ;;
-    *) echo "unknown stage $name (env, decode, calibrate, zoo, kernels)" >&2; exit 2 ;;
+    hostops) stage hostops "${HOSTOPS_S:-120}" "$PY" benchmarks/gpu_hostops.py measure \
+               --out "$WORK/hostops.csv" ${KERNELS_MODELS:+--models "$KERNELS_MODELS"} ;;
+    *) echo "unknown stage $name (env, decode, calibrate, zoo, kernels, hostops)" >&2; exit 2 ;;
   esac
 done
 tail -n 60 "$LOG"
