@@ -25,8 +25,7 @@ from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import steps_of
 
-__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "PLANES_CURVE",
-           "PLANES_SWEEP", "plane_count", "plane_samples", "SweepGrid", "CPU_GRID",
+__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
            "GPU_GRID", "LSTM_STEPS", "LSTM_SHORT_STEPS"]
 
 
@@ -369,35 +368,6 @@ OP_SWEEP_CLASSES = ("gemm", "bmm", "attention", "conv", "conv_grouped", "element
                     *(f"elementwise@{n}" for n in ("gelu", "tanh", "sigmoid", "silu", "exp", "pow",
                                                    "erf")), "copy", "softmax", "reduction",
                     "norm", "pool", "embedding", "gemm@mkldnn_rnn_layer")
-
-
-# batch norm over many small (image, channel) planes, timed apart from the norm sweep (whose
-# images have 16-64 channels of large maps): what looping plane by plane adds beyond the curve
-# of few large planes (ftmodel.estimate.curves.PER_PLANE; sweep_stage.per_plane_curve)
-PLANES_SWEEP = "norm:planes"
-PLANES_CURVE = "norm@native_batch_norm"  # the curve whose per-plane companion they give
-
-
-def plane_samples(quick: bool = False) -> list[OpSample]:
-    """Batch norm (inference) on N·C planes of 2x2, 4x4 and 7x7 pixels, 256 to 65,536 planes
-    (at most 4,096 channels; the rest is batch), and a floor at one 2x2 plane."""
-    def bn(shape: tuple[int, int, int, int]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-        return nn.BatchNorm2d(shape[1]).eval().requires_grad_(False), (_r(*shape),)
-
-    family = "batch_norm planes"
-    out = [OpSample(PLANES_SWEEP, family, f"{family} floor", *bn((1, 1, 2, 2)), is_floor=True)]
-    for planes in ((256, 4096, 65536) if quick else (256, 1024, 4096, 16384, 65536)):
-        for side in ((2,) if quick else (2, 4, 7)):
-            c = min(planes, 4096)
-            shape = (planes // c, c, side, side)
-            out.append(OpSample(PLANES_SWEEP, family, f"{family} {shape}", *bn(shape)))
-    return out
-
-
-def plane_count(sample: OpSample) -> int:
-    """The planes (N·C) of a :func:`plane_samples` sample's input."""
-    x = sample.inputs[0]
-    return int(x.shape[0]) * int(x.shape[1])
 
 
 def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:

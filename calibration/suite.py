@@ -74,15 +74,14 @@ from ftmodel.calibration.framework_host import compile_limits, framework_host_st
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
-from ftmodel.calibration.ops import (CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, PLANES_CURVE,
-                                     PLANES_SWEEP, op_samples, plane_count, plane_samples)
+from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
+from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
 from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves,
-                                             grouped_curves, measure_group, per_plane_curve)
+                                             grouped_curves, measure_group)
 from ftmodel.calibration.rescale import at_speed
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
-from ftmodel.estimate.curves import PER_PLANE
 from ftmodel.estimate.timeline import host_costs_s
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
@@ -344,14 +343,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
                     write_profile(snapshot(False), path)
                 if planes:  # batch norm's cost per (image, channel) plane
-                    measured, raw[PLANES_SWEEP], _ = class_stage(planes, device, rounds,
-                                                                 round_s)
-                    target = PLANES_CURVE if PLANES_CURVE in classes else "norm"
-                    per_plane = per_plane_curve(
-                        classes[target], measured,
-                        [plane_count(s) for s in planes if not s.is_floor])
-                    if per_plane is not None:
-                        classes[target + PER_PLANE] = per_plane
+                    per_plane, raw[PLANES_SWEEP] = plane_stage(planes, classes, device, rounds,
+                                                               round_s)
+                    classes.update(per_plane)
                     bar.step("batch norm planes", len(planes))
                     write_profile(snapshot(False), path)
                 probe("op sweeps")

@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ftmodel.calibration.ops import PER_OP_CLASSES, OpSample
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
-from ftmodel.estimate.curves import PER_CALL, SampleCurve
+from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
 from ftmodel.tracing.variants import steps_of
@@ -26,7 +25,7 @@ from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["to_device", "caller", "measure_group", "class_stage", "grouped_curves", "subset_curve",
-           "per_op_curves", "per_call_curve", "per_plane_curve", "derived_curves"]
+           "per_op_curves", "per_call_curve", "derived_curves"]
 
 
 def to_device(module: nn.Module, inputs: Sequence[torch.Tensor], device: str
@@ -190,26 +189,6 @@ def per_op_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]
     if len(set(ops) - {""}) < 2:
         return {}
     return grouped_curves(f"{op_class}@", data, ops)
-
-
-def per_plane_curve(curve: OpClassData, measured: OpClassData, planes: Sequence[int]
-                    ) -> OpClassData | None:
-    """The per-plane companion of ``curve`` (``<curve>:per_plane``,
-    :data:`~ftmodel.estimate.curves.PER_PLANE`): each of ``measured``'s samples (batch norm over
-    ``planes[i]`` small planes, :func:`~ftmodel.calibration.ops.plane_samples`) against what
-    ``curve`` prices its bytes at; one row per plane count, the median excess of its samples
-    (planes of different sizes), held as ``(0, planes, 0, seconds)``. An excess at or below
-    zero is kept at 1 ns (few or large planes cost nothing beyond the curve). None with fewer
-    than 3 plane counts."""
-    counts = np.asarray(planes, dtype=np.float64)
-    if len(set(planes)) < 3 or len(counts) != len(measured.samples):
-        return None
-    fitted = SampleCurve.fit("norm", curve)
-    rows = np.asarray(measured.samples, dtype=np.float64)
-    excess = rows[:, 3] - fitted(rows[:, 0], rows[:, 1], rows[:, 2])
-    return OpClassData("samples", tuple(
-        (0.0, float(p), 0.0, max(float(np.median(excess[counts == p])), 1e-9))
-        for p in np.unique(counts)))
 
 
 def derived_curves(op_class: str, data: OpClassData, raw: Sequence[dict[str, Any]]

@@ -46,7 +46,7 @@ class Kernel:
     # kernel is re-sized to another batch, ftmodel.api.kernel_at_batch)
     weights_per_image: bool = False
     # the (image, channel) planes a per-channel op loops over one by one (batch norm: N·C;
-    # ftmodel.tracing.formulas.planes_of); 0 = not counted. Priced by a device profile's
+    # ftmodel.tracing.variants.planes_of); 0 = not counted. Priced by a device profile's
     # per-plane curve where it has one (``<curve>:per_plane``)
     planes: int = 0
 

@@ -105,7 +105,7 @@ def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
     peak_macs = peak_bytes = 0.0
     for name, data in device.op_classes.items():
         if data.model != "samples" or not data.samples or name.endswith((PER_CALL, PER_PLANE)):
-            continue  # (a per-call curve's axis is a step's work, not what the call did)
+            continue  # (their axes are a step's work and planes, not what the call did)
         rows = np.asarray(data.samples, dtype=np.float64)  # (n, 4): macs, read, written, s
         ok = rows[:, 3] >= FLOOR_SAMPLE_MIN_S
         if not ok.any():
@@ -164,7 +164,8 @@ class DeviceModel:
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
-                # a per-call curve's axis is a step's work, not the call's: no rate limits it
+                # a per-call (per-plane) curve's axis is a step's work (planes), not the
+                # call's: no rate limits it
                 peak = 0.0 if name.endswith((PER_CALL, PER_PLANE)) else (
                     self._peak_macs_per_s if base in MAC_CLASSES else self._peak_bytes_per_s)
                 self._curves[name] = SampleCurve.fit(base, data, peak_rate=peak)
@@ -364,10 +365,10 @@ class DeviceModel:
         that of a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely
         writes, like a GEMM streaming its weights), whose flushed samples cost 4-5× less per
         byte than the probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had
-        its 512-channel convolutions priced at 0.65 of their node times). Not eager's GEMM/conv curves: eager's
-        cold samples include the library's per-call weight packing from cold memory, which
-        runtimes with pre-packed weights (ONNX Runtime) do not pay — borrowed, that penalty
-        over-predicted ONNX Runtime's CNNs up to 3×. In place."""
+        its 512-channel convolutions priced at 0.65 of their node times). Not eager's GEMM/conv
+        curves: eager's cold samples include the library's per-call weight packing from cold
+        memory, which runtimes with pre-packed weights (ONNX Runtime) do not pay — borrowed,
+        that penalty over-predicted ONNX Runtime's CNNs up to 3×. In place."""
         if not self._borrows:
             return
         prefix = f"{self.framework}/"

@@ -11,7 +11,7 @@ from collections import Counter
 
 from ftmodel.frameworks.base import Framework, register
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.tracing.formulas import planes_of
+from ftmodel.tracing.variants import planes_of
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["kernel_of", "lower"]

@@ -38,7 +38,7 @@ from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, SegmentTr
                                           trace_segment)
 from ftmodel.plain_objects import maker
 from ftmodel.oracle.structure import KeyNumbers, Plan
-from ftmodel.tracing.formulas import planes_of
+from ftmodel.tracing.variants import planes_of
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["Part", "TraceCache"]

@@ -42,8 +42,7 @@ import torch
 from ftmodel.tracing.variants import (RNN_OPS, conv_variant, rnn_recurrent_share, rnn_steps,
                                       rnn_variant)
 
-__all__ = ["OP_CLASSES", "MAC_CLASSES", "PLANE_OPS", "classify", "macs_of", "planes_of",
-           "variant_of", "NO_KERNEL_OPS",
+__all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
            "static_traits", "attention_macs", "conv_macs", "einsum_macs", "matmul_macs", "rnn_macs"]
 
 OP_CLASSES: tuple[str, ...] = (
@@ -134,26 +133,6 @@ def _numel(shape: Sequence[int]) -> int:
 
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in x.shape) if isinstance(x, torch.Tensor) else ()
-
-
-# ops that loop over their input's (image, channel) planes one by one, each plane a short
-# vectorised loop of its own: batch norm in inference (PyTorch's CPU kernel parallelises over
-# N·C and normalises each H·W plane separately), so many small planes cost more than few large
-# ones of the same bytes (planes_of)
-PLANE_OPS = frozenset({"native_batch_norm", "_native_batch_norm_legit_no_training",
-                       "_native_batch_norm_legit", "_batch_norm_no_update",
-                       "_batch_norm_with_update", "cudnn_batch_norm", "miopen_batch_norm"})
-
-
-def planes_of(op: str, input_shapes: Sequence[Sequence[int]]) -> int:
-    """The (image, channel) planes a per-channel op (:data:`PLANE_OPS`) loops over: N·C of its
-    first input when that has spatial dimensions, else 0 (not counted). ``op``: the record's
-    op name, e.g. ``aten._native_batch_norm_legit_no_training.default``."""
-    parts = op.split("::")[-1].split(".")
-    name = parts[1] if len(parts) >= 2 and parts[0] == "aten" else parts[0]
-    if name not in PLANE_OPS or not input_shapes or len(input_shapes[0]) < 3:
-        return 0
-    return int(input_shapes[0][0]) * int(input_shapes[0][1])
 
 
 def classify(func: Any, args: Sequence[Any]) -> str:

@@ -6,6 +6,8 @@
   (:func:`channel_variant`).
 * Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
   their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
+* Batch norm: the (image, channel) planes it loops over one by one (:func:`planes_of`), read by
+  the lowerings into ``Kernel.planes``.
 
 :func:`ftmodel.tracing.formulas.variant_of` dispatches an aten op to these.
 """
@@ -19,8 +21,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["ONEDNN_VARIANTS", "RNN_OPS", "channel_variant", "conv_variant", "recurrent_share",
-           "rnn_recurrent_share", "rnn_steps", "rnn_variant", "steps_of"]
+__all__ = ["ONEDNN_VARIANTS", "PLANE_OPS", "RNN_OPS", "channel_variant", "conv_variant",
+           "planes_of", "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
+           "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -151,3 +154,23 @@ def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
     total = sum(_numel(_shape_of(w)) for w in mats)
     rec = sum(_numel(_shape_of(w)) for w in mats[1::2])
     return recurrent_share(total - rec, rec)
+
+
+# ops that loop over their input's (image, channel) planes one by one, each plane a short
+# vectorised loop of its own: batch norm in inference (PyTorch's CPU kernel parallelises over
+# N·C and normalises each H·W plane separately), so many small planes cost more than few large
+# ones of the same bytes (planes_of)
+PLANE_OPS = frozenset({"native_batch_norm", "_native_batch_norm_legit_no_training",
+                       "_native_batch_norm_legit", "_batch_norm_no_update",
+                       "_batch_norm_with_update", "cudnn_batch_norm", "miopen_batch_norm"})
+
+
+def planes_of(op: str, input_shapes: Sequence[Sequence[int]]) -> int:
+    """The (image, channel) planes a per-channel op (:data:`PLANE_OPS`) loops over: N·C of its
+    first input when that has spatial dimensions, else 0 (not counted). ``op``: the record's
+    op name, e.g. ``aten._native_batch_norm_legit_no_training.default``."""
+    parts = op.split("::")[-1].split(".")
+    name = parts[1] if len(parts) >= 2 and parts[0] == "aten" else parts[0]
+    if name not in PLANE_OPS or not input_shapes or len(input_shapes[0]) < 3:
+        return 0
+    return int(input_shapes[0][0]) * int(input_shapes[0][1])

@@ -437,7 +437,7 @@ def test_reference_drift_is_the_spread_of_the_probes() -> None:
 
 
 def test_per_plane_curve_keeps_what_planes_add_beyond_the_curve() -> None:
-    from ftmodel.calibration.sweep_stage import per_plane_curve
+    from ftmodel.calibration.planes import per_plane_curve
     from ftmodel.estimate.curves import SampleCurve
     curve = OpClassData("samples", tuple((0.0, b, b, 1e-6 + 2 * b / 4e9)
                                          for b in (1e3, 1e4, 1e5, 1e6, 1e7)))
@@ -463,7 +463,7 @@ def test_per_plane_curve_keeps_what_planes_add_beyond_the_curve() -> None:
 
 
 def test_plane_samples_span_many_small_planes() -> None:
-    from ftmodel.calibration.ops import PLANES_SWEEP, plane_count, plane_samples
+    from ftmodel.calibration.planes import PLANES_SWEEP, plane_count, plane_samples
     samples = plane_samples(quick=True)
     assert samples[0].is_floor and all(s.curve == PLANES_SWEEP for s in samples)
     counts = [plane_count(s) for s in samples if not s.is_floor]

@@ -605,7 +605,7 @@ def test_a_per_plane_curve_adds_the_planes_cost() -> None:
 
 
 def test_planes_of_counts_batch_norm_planes_only() -> None:
-    from ftmodel.tracing.formulas import planes_of
+    from ftmodel.tracing.variants import planes_of
     bn = "aten._native_batch_norm_legit_no_training.default"
     assert planes_of(bn, ((4, 112, 7, 7), (112,))) == 448
     assert planes_of("aten.native_batch_norm.default", ((2, 8, 16),)) == 16
