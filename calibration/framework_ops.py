@@ -29,9 +29,11 @@ convolutions (``prim::mkldnn_convolution``): those get curves of their own, keye
 which oneDNN's frozen-graph pass does not take) keep eager's.
 
 Inductor hands convolutions to aten too, but on channels-last tensors of its own layout choice,
-which oneDNN runs without the reorders eager's NCHW convolutions pay on every call (MobileNet-V3
-at batch 4 ran 2.4x faster under inductor than eager on the EPYC): its conv samples are timed
-through it.
+for which oneDNN picks other kernels than for eager's NCHW ones (MobileNet-V3 at batch 4 ran 2.4x
+faster under inductor than eager on the EPYC; a weight-heavy 1x1 convolution on a small map runs
+about 4x slower): its conv samples are the same aten calls on channels-last tensors, timed
+eagerly on the full grid (:mod:`ftmodel.calibration.channels_last`; through ``torch.compile``
+each would be a C++ build).
 
 TorchScript also gets curves for the reorders into and out of oneDNN's blocked layout and the
 pointwise ops on blocked tensors that its frozen graph runs between convolutions
@@ -59,6 +61,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
 from ftmodel.calibration.sweep_stage import grouped_curves
@@ -97,6 +100,9 @@ class FrameworkSweep:
     # so only that op's kernels use them and its other kernels of the class keep the shared
     # curves (TorchScript: prepacked ``prim::mkldnn_convolution``, not 1-d ``aten::conv1d``)
     by_op: bool = False
+    # curves whose samples run as aten runs them inside the framework, on channels-last tensors
+    # (ftmodel.calibration.channels_last), eagerly and on the full grid: inductor's convolutions
+    channels_last: tuple[str, ...] = ()
 
 
 FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
@@ -111,8 +117,9 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # times) did not transfer to real models
     "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True),
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
-    # each sample is a C++ build, hence the short grid
-    "inductor": FrameworkSweep(None, quick_grid=True),
+    # each sample is a C++ build, hence the short grid, except for its convolutions: aten's on
+    # the channels-last tensors inductor lays them out in, timed without a build
+    "inductor": FrameworkSweep(None, quick_grid=True, channels_last=("conv", "conv_grouped")),
     # torchscript runs aten kernels and keeps the shared (eager) curves, except for the
     # convolutions optimize_for_inference hands to oneDNN with prepacked weights
     # (prim::mkldnn_convolution), which eager's curves over-price (eager reorders weights on
@@ -238,7 +245,8 @@ def _main_kernel(kernels: Sequence[Kernel], op_class: str) -> Kernel | None:
 
 
 def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
-                    shared: DeviceProfile, *, rounds: int, round_s: float, by_op: bool = False
+                    shared: DeviceProfile, *, rounds: int, round_s: float, by_op: bool = False,
+                    channels_last: bool = False
                     ) -> tuple[OpClassData | None, list[dict[str, Any]], str]:
     """One curve's samples through ``framework``'s runner; (curve data, raw rows, main op).
 
@@ -246,7 +254,9 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     kernels of each sample's lowering. Samples the framework cannot run are skipped (and listed
     in the raw rows); the curve is None when no sample, or no floor, could run. The main op is
     the :func:`~ftmodel.estimate.kernels.op_name` most samples' main kernels share; with
-    ``by_op`` only those samples make the curve."""
+    ``by_op`` only those samples make the curve. With ``channels_last`` each sample runs eagerly
+    on channels-last tensors (:func:`~ftmodel.calibration.channels_last.channels_last_run`), its
+    kernel the eager one, instead of through the framework's runner."""
     fw = get_framework(framework)
     assert fw.lower_model is not None and fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
@@ -256,13 +266,16 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     raw: list[dict[str, Any]] = []
     for s in samples:
         b = _batch_of(s)
-        try:
-            prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
-                                  device=dev_type, dtype="fp32")
-            fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
-        except FrameworkUnsupported as err:
-            raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
-            continue
+        if channels_last:
+            prog, fns[s.label] = channels_last_run(s)
+        else:
+            try:
+                prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
+                                      device=dev_type, dtype="fp32")
+                fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
+            except FrameworkUnsupported as err:
+                raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
+                continue
         main = _main_kernel(prog.kernels, s.op_class)
         if main is None:  # the runtime folded the op away (e.g. an identity): nothing to time
             fns.pop(s.label)
@@ -352,13 +365,16 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     called once per curve measured (progress)."""
     spec = FRAMEWORK_SWEEPS[framework]
     grid = op_samples(quick or spec.quick_grid)
+    full = op_samples(quick) if spec.channels_last and device == "cpu" else grid
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     for curve in OP_SWEEP_CLASSES:
-        if not grid[curve] or not wanted(framework, curve):
+        cl = device == "cpu" and curve in spec.channels_last
+        samples = (full if cl else grid)[curve]
+        if not samples or not wanted(framework, curve):
             continue
-        data, rows, op = framework_curve(framework, grid[curve], device, shared, rounds=rounds,
-                                         round_s=round_s, by_op=spec.by_op)
+        data, rows, op = framework_curve(framework, samples, device, shared, rounds=rounds,
+                                         round_s=round_s, by_op=spec.by_op, channels_last=cl)
         key = f"{framework}/{curve}" + (f"@{op}" if spec.by_op and op else "")
         raw[key] = rows
         if data is not None:

@@ -107,6 +107,10 @@ class SweepGrid:
     # convolutions run at two speeds, see ``_conv_configs``; a GPU's sweep has none)
     conv_unaligned_share: float = 0.0
     depthwise_unaligned_share: float = 0.0
+    # grouped convolutions of 4-64 channels per group (ResNeXt, RegNet), beside the depthwise
+    # ones on the same curve: per MAC they move several times the bytes of a dense convolution
+    # and a few times fewer than a depthwise one, so neither family's samples price them
+    grouped_samples: int = 0
 
 
 CPU_GRID = SweepGrid(
@@ -118,7 +122,8 @@ CPU_GRID = SweepGrid(
                       (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
                       (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
                       (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)),
-    lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45)
+    lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
+    grouped_samples=16)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,
@@ -218,6 +223,32 @@ def _conv_configs(rng: random.Random, n: int, depthwise: bool, grid: SweepGrid
     return configs
 
 
+# channels and channels per group of the grouped (not depthwise) samples: ResNeXt's 128-1024
+# channels in 32 groups, RegNet's 32-912 channels in groups of 8-24
+_GROUPED_CHANNELS = (32, 48, 64, 96, 128, 144, 192, 256, 384, 400, 512, 784, 1024)
+_GROUP_WIDTHS = (4, 8, 16, 24, 32, 64)
+
+
+def _grouped_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
+    """Random 3x3 grouped convolutions (2 or more groups of 4-64 channels), like depthwise ones
+    within the grid's limits, from a generator of their own (the depthwise samples stay as
+    they were)."""
+    rng = random.Random(4321)
+    configs: list[tuple[int, ...]] = []
+    while len(configs) < n:
+        b = rng.choice(grid.conv_batches)
+        c = rng.choice(_GROUPED_CHANNELS)
+        widths = [w for w in _GROUP_WIDTHS if c % w == 0 and c // w >= 2]
+        width = rng.choice(widths)
+        hw = rng.choice([3, 4, 7, 7, 14, 14, 28, 56])
+        stride = rng.choice([1, 1, 2])
+        macs = b * (hw // stride) ** 2 * c * width * 9
+        if macs > grid.conv_max_macs or b * c * hw * hw > grid.conv_max_input:
+            continue
+        configs.append((b, c, c, hw, 3, stride, c // width))
+    return configs
+
+
 def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Module:
     conv = nn.Conv2d(cin, cout, k, stride, padding=k // 2, groups=groups, bias=False)
     return conv.requires_grad_(False)
@@ -232,6 +263,12 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise, grid):
         out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
                             _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))
+    if depthwise and grid.grouped_samples:
+        for b, cin, cout, hw, k, stride, groups in _grouped_configs(
+                grid.grouped_samples if not quick else 3, grid):
+            out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
+                                f"g{groups}", _conv_module(cin, cout, k, stride, groups),
+                                (_r(b, cin, hw, hw),)))
     if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
         late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
         for b, cin, cout, hw, k in late:

@@ -197,3 +197,39 @@ def test_framework_curves_split_by_their_main_kernels_variant() -> None:
     assert out["fw/conv:b"].samples == (samples[2], samples[4], samples[5])
     one = [{"label": str(i), "total_s": 1.0, "variant": "a"} for i in range(7)]
     assert variant_curves("fw/conv", OpClassData("samples", samples), one) == {}
+
+
+def test_cpu_grouped_sweep_samples_grouped_convolutions_beside_depthwise_ones() -> None:
+    """ResNeXt and RegNet run 3x3 convolutions of 4-64 channels per group: the grouped curve
+    holds samples of those, not only depthwise ones (one channel per group)."""
+    from ftmodel.calibration.ops import CPU_GRID, op_samples
+
+    convs = [s.module for s in op_samples(False, CPU_GRID)["conv_grouped"] if not s.is_floor]
+    assert all(isinstance(m, nn.Conv2d) and m.groups > 1 for m in convs)
+    grouped = [m for m in convs if m.in_channels // m.groups >= 4]  # type: ignore[operator]
+    depthwise = [m for m in convs if m.groups == m.in_channels]
+    assert len(grouped) == CPU_GRID.grouped_samples >= 10
+    assert len(depthwise) == CPU_GRID.depthwise_samples  # unchanged beside them
+    assert {m.in_channels // m.groups for m in grouped} >= {4, 8, 16}  # type: ignore[operator]
+
+
+def test_inductor_conv_samples_run_channels_last_as_inductor_lays_them_out() -> None:
+    """Inductor on a CPU hands its convolutions to aten on channels-last tensors; calibration
+    times the same call eagerly: the program is eager's one convolution, the run's output is
+    the sample's and channels-last."""
+    from ftmodel.calibration.channels_last import channels_last_run
+    from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS
+    from ftmodel.calibration.ops import op_samples
+
+    assert set(FRAMEWORK_SWEEPS["inductor"].channels_last) == {"conv", "conv_grouped"}
+    for cls in ("conv", "conv_grouped"):
+        sample = [s for s in op_samples(True)[cls] if not s.is_floor][0]
+        program, run = channels_last_run(sample)
+        assert [k.op_class for k in program.kernels] == [cls]
+        out = run()
+        assert isinstance(out, torch.Tensor)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        with torch.no_grad():
+            torch.testing.assert_close(out, sample.module(*sample.inputs), rtol=1e-4, atol=1e-4)
+        assert not sample.inputs[0].is_contiguous(memory_format=torch.channels_last) or \
+            sample.inputs[0].shape[1] == 1  # the sample itself is left as it was
