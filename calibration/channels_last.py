@@ -4,7 +4,7 @@ On a CPU with oneDNN, inductor lays out every graph that has a convolution chann
 (``torch._inductor.graph.GraphLowering.decide_layout_opt``) and hands each convolution to aten
 (``extern_kernels.convolution``) with channels-last input and weight. oneDNN then picks other
 kernels than for eager's contiguous (NCHW) tensors, several-fold faster or slower by shape (a
-2-vCPU Intel Xeon, 2 threads): a depthwise 3x3 at 28 px 0.36-0.5x eager's time, a 3x3 64->64 at
+2-vCPU AMD EPYC, 2 threads): a depthwise 3x3 at 28 px 0.36-0.5x eager's time, a 3x3 64->64 at
 batch 16 0.47x, a 1x1 64->128 at batch 4 0.2-0.6x, but a 1x1 1024->2048 on a 3x3 map at batch 4
 about 4x (3.9 against 1.0 ms): its weights go through a generic reorder into oneDNN's blocked
 format on every call, at a few GB/s.
