@@ -16,28 +16,44 @@ eagerly on channels-last tensors times the same oneDNN kernel with no build, on 
 What is timed: the sample's module with its weights, and its 4-d inputs, converted to
 ``torch.channels_last`` (other inputs as they are). What is not: the layout conversions
 inductor generates around its convolutions (input and weight copies into channels-last), which
-are kernels of its own, priced on its copy curve.
+are kernels of its own, priced on its copy curve. The sample's kernel takes the variant
+inductor's lowering gives such a call (``<backend>_nhwc``,
+:func:`ftmodel.tracing.variants.channels_last_conv_variant`), so its curves price only 2-d
+convolutions on channels-last tensors; 1-d ones, which inductor leaves contiguous, keep eager's.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
+from torch import nn
 
 from ftmodel.calibration.ops import OpSample
 from ftmodel.frameworks import eager
-from ftmodel.program import Program
+from ftmodel.program import Kernel, Program
 from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.variants import channels_last_conv_variant
 
 __all__ = ["channels_last_run"]
 
 
 def channels_last_run(sample: OpSample) -> tuple[Program, Callable[[], object]]:
-    """(the sample's eager Program, whose kernel is the convolution the curve's row describes;
-    a zero-argument callable running the sample on channels-last tensors)."""
+    """(the sample's eager Program, whose kernel is the convolution the curve's row describes,
+    with the variant of a channels-last call; a zero-argument callable running the sample on
+    channels-last tensors)."""
     program = eager.lower(trace(sample.module, sample.inputs))
+    conv = sample.module
+    if isinstance(conv, nn.Conv2d) and sample.inputs and sample.inputs[0].dim() == 4:
+        args = (sample.inputs[0], conv.weight, conv.bias, conv.stride, conv.padding,
+                conv.dilation, False, (0, 0), conv.groups)
+        variant = channels_last_conv_variant(args)
+
+        def relabel(k: Kernel) -> Kernel:
+            return replace(k, variant=variant) if k.op_class.startswith("conv") else k
+        program = replace(program, kernels=tuple(relabel(k) for k in program.kernels))
     module = copy.deepcopy(sample.module).to(memory_format=torch.channels_last)
     inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
                    for t in sample.inputs)

@@ -340,15 +340,18 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     return OpClassData("samples", tuple(rows)), raw, main_op
 
 
-def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]]
-                   ) -> dict[str, OpClassData]:
+def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],
+                   whole: bool = False) -> dict[str, OpClassData]:
     """``<key>:<variant>`` curves of the samples whose main kernel has that variant (e.g.
     convolutions on and off oneDNN's channel block), for variants with 3 or more samples, when
-    the samples have more than one variant. ``rows`` are :func:`framework_curve`'s raw rows, in
+    the samples have more than one variant (with ``whole``, also when they all have the same
+    one: the only curve kept of them). ``rows`` are :func:`framework_curve`'s raw rows, in
     which the timed ones follow the curve's samples in order."""
     variants = [str(r.get("variant", "")) for r in rows if "total_s" in r]
     if len(variants) != len(data.samples):
         return {}
+    if whole and len(set(variants)) == 1 and variants[0] and len(variants) >= 3:
+        return {f"{key}:{variants[0]}": data}
     return grouped_curves(f"{key}:", data, variants)
 
 
@@ -378,8 +381,11 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
         key = f"{framework}/{curve}" + (f"@{op}" if spec.by_op and op else "")
         raw[key] = rows
         if data is not None:
-            curves[key] = data
-            curves.update(variant_curves(key, data, rows))
+            # channels-last curves by their variants (``<backend>_nhwc``) only: a class-level
+            # curve would also price the framework's contiguous (1-d) convolutions
+            if not cl:
+                curves[key] = data
+            curves.update(variant_curves(key, data, rows, whole=cl))
         step(f"{framework} {curve}")
     if framework == "torchscript" and device == "cpu":  # its oneDNN-layout reorders and ops
         layout, layout_raw = mkldnn_layout_curves(device, quick, rounds=rounds, round_s=round_s)

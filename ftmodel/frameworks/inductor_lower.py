@@ -22,7 +22,11 @@ Counting semantics
   keep the eager trace's ids, moved past the wrappers' so the two never collide.
 * **Variant** of an extern convolution: the backend eager selects for the same shapes
   (``mkldnn``, ``slow2d``, ...; :func:`ftmodel.tracing.formulas.variant_of`), so it is priced on
-  the same curve as eager's call.
+  the same curve as eager's call; for a 2-d one, ``_nhwc`` added
+  (:func:`ftmodel.tracing.variants.channels_last_conv_variant`): on a CPU, inductor lays out
+  every graph with a convolution channels-last (``GraphLowering.decide_layout_opt``) and hands
+  the convolution to aten on channels-last tensors, priced on the profile's ``_nhwc`` curves
+  where it has them. 1-d convolutions stay contiguous and keep eager's variant and curves.
 * **Op class** of a generated kernel from the aten ops in its descriptive name
   (``cpp_fused__native_batch_norm_legit_no_training_relu_1``): the most specific non-MAC class
   among them (softmax > norm > pool > reduction > embedding > elementwise > copy); a kernel
@@ -60,6 +64,7 @@ from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name
                                               parse_wrapper)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.records import OpRecord, Trace
+from ftmodel.tracing.variants import channels_last_conv_variant
 
 __all__ = ["NAME", "lower_code", "recurrent_paths"]
 
@@ -161,14 +166,18 @@ def _extern_cost(call: KernelCall) -> tuple[str, int, int, str]:
 
 def _variant(op: Any, call: KernelCall) -> str:
     """Eager's variant for this call (:func:`variant_of`), on fake CPU tensors of its shapes:
-    backend selection depends on the device, and meta tensors select none."""
+    backend selection depends on the device, and meta tensors select none. A convolution's is
+    that on channels-last tensors (:func:`channels_last_conv_variant`), as inductor runs it."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
         args = [_meta(a, "cpu") for a in call.args]
         kwargs = {k: _meta(v, "cpu") for k, v in call.kwargs.items()}
         try:
-            return variant_of(op, _positional(op, args, kwargs))
+            positional = _positional(op, args, kwargs)
+            if op is torch.ops.aten.convolution.default and len(positional) >= 9:
+                return channels_last_conv_variant(positional)
+            return variant_of(op, positional)
         except Exception:  # noqa: BLE001 - no variant rather than no prediction
             return ""
 

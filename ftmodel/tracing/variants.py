@@ -3,7 +3,8 @@
 
 * Convolutions: the backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
-  (:func:`channel_variant`).
+  (:func:`channel_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
+  channels-last tensors (:func:`channels_last_conv_variant`).
 * Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
   their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
 * Batch norm: the (image, channel) planes it loops over one by one (:func:`planes_of`), read by
@@ -21,7 +22,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ONEDNN_VARIANTS", "PLANE_OPS", "RNN_OPS", "channel_variant", "conv_variant",
+__all__ = ["NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "RNN_OPS", "channel_variant",
+           "channels_last_conv_variant", "conv_variant",
            "planes_of", "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
            "steps_of"]
 
@@ -90,6 +92,27 @@ def conv_variant(args: Sequence[Any]) -> str:
     for oneDNN's)."""
     c_in, c_out = _conv_channels(args)
     return channel_variant(_conv_backend(args), c_in, c_out, getattr(args[0], "dtype", None))
+
+
+# what ends the variant of a convolution run on channels-last tensors
+NHWC = "_nhwc"
+
+
+def channels_last_conv_variant(args: Sequence[Any]) -> str:
+    """The variant of a ``convolution`` call that runs on channels-last tensors, as inductor
+    runs every 2-d convolution on a CPU: the backend selected for channels-last input and
+    weight (:func:`conv_variant`) and :data:`NHWC`, for which oneDNN runs other kernels than for
+    contiguous (NCHW) tensors (a depthwise 3x3 at half the time, a 1x1 convolution streaming
+    megabytes of weights at several times it: they are reordered on every call). A call on
+    other than 4-d tensors (1-d or 3-d convolutions, which inductor leaves contiguous) keeps
+    :func:`conv_variant`'s."""
+    x, w = (args[0], args[1]) if len(args) > 1 else (None, None)
+    if not (isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor) and x.dim() == 4
+            and w.dim() == 4):
+        return conv_variant(args)
+    last = torch.channels_last
+    cl = [x.contiguous(memory_format=last), w.contiguous(memory_format=last), *args[2:]]
+    return conv_variant(cl) + NHWC
 
 
 # recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as

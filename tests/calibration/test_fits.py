@@ -220,12 +220,14 @@ def test_inductor_conv_samples_run_channels_last_as_inductor_lays_them_out() -> 
     from ftmodel.calibration.channels_last import channels_last_run
     from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS
     from ftmodel.calibration.ops import op_samples
+    from ftmodel.tracing.variants import NHWC
 
     assert set(FRAMEWORK_SWEEPS["inductor"].channels_last) == {"conv", "conv_grouped"}
     for cls in ("conv", "conv_grouped"):
         sample = [s for s in op_samples(True)[cls] if not s.is_floor][0]
         program, run = channels_last_run(sample)
         assert [k.op_class for k in program.kernels] == [cls]
+        assert program.kernels[0].variant.endswith(NHWC)  # the variant inductor's calls get
         out = run()
         assert isinstance(out, torch.Tensor)
         assert out.is_contiguous(memory_format=torch.channels_last)
@@ -233,3 +235,15 @@ def test_inductor_conv_samples_run_channels_last_as_inductor_lays_them_out() -> 
             torch.testing.assert_close(out, sample.module(*sample.inputs), rtol=1e-4, atol=1e-4)
         assert not sample.inputs[0].is_contiguous(memory_format=torch.channels_last) or \
             sample.inputs[0].shape[1] == 1  # the sample itself is left as it was
+
+
+def test_channels_last_curves_are_kept_by_variant_even_when_all_samples_share_one() -> None:
+    from ftmodel.calibration.framework_ops import variant_curves
+    from ftmodel.hardware.profile import OpClassData
+
+    samples = tuple((float(m), 1.0, 1.0, m * 1e-9) for m in range(1, 6))
+    rows = [{"label": str(i), "total_s": 1.0, "variant": "mkldnn_nhwc"} for i in range(5)]
+    data = OpClassData("samples", samples)
+    assert variant_curves("inductor/conv", data, rows) == {}
+    assert variant_curves("inductor/conv", data, rows, whole=True) == {
+        "inductor/conv:mkldnn_nhwc": data}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 
@@ -171,16 +172,30 @@ def test_eagerly_run_kernels_have_storages_of_their_own() -> None:
     assert [[(s - shift, n) for s, n in k.reads] for k in eager] == [list(k.reads) for k in ref]
 
 
-def test_extern_convolution_takes_eagers_backend_variant() -> None:
+def test_extern_convolution_takes_eagers_backend_variant_on_channels_last_tensors() -> None:
+    # inductor on a CPU runs its 2-d convolutions on channels-last tensors: the backend eager
+    # selects for those, marked _nhwc; 1-d convolutions stay contiguous and keep eager's variant
+    from ftmodel.tracing.variants import NHWC
+
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
                           nn.Conv2d(16, 16, 1)).eval()
     x = torch.randn(1, 3, 16, 16)
-    eager = [k.variant for k in ftmodel.frameworks.eager.lower(ftmodel.trace(model, x, 2)).kernels
-             if k.op_class == "conv"]
+    cl_model = copy.deepcopy(model).to(memory_format=torch.channels_last)
+    cl_trace = ftmodel.trace(cl_model, x.contiguous(memory_format=torch.channels_last), 2)
+    eager_cl = [k.variant for k in ftmodel.frameworks.eager.lower(cl_trace).kernels
+                if k.op_class == "conv"]
     ind_v = [k.variant for k in _build(model, x, 2).program.kernels if k.op_class == "conv"]
-    assert eager and all(eager)
-    assert sorted(ind_v) == sorted(eager)
+    assert eager_cl and all(eager_cl)
+    assert sorted(ind_v) == sorted(v + NHWC for v in eager_cl)
+
+    audio = nn.Sequential(nn.Conv1d(4, 16, 5), nn.ReLU(), nn.Conv1d(16, 16, 3)).eval()
+    w = torch.randn(1, 4, 64)
+    eager_1d = [k.variant for k in ftmodel.frameworks.eager.lower(ftmodel.trace(audio, w, 2)).kernels
+                if k.op_class == "conv"]
+    ind_1d = [k.variant for k in _build(audio, w, 2).program.kernels if k.op_class == "conv"]
+    assert eager_1d and all(eager_1d) and not any(v.endswith(NHWC) for v in eager_1d)
+    assert sorted(ind_1d) == sorted(eager_1d)
 
 
 def test_name_tokens() -> None:

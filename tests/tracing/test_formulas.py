@@ -306,3 +306,20 @@ def test_a_convolution_off_onednns_channel_block_has_a_variant_of_its_own() -> N
         assert variants(nn.Conv2d(64, c, 1), 64) == ["mkldnn_unaligned"]
     assert variants(nn.Conv2d(3, 64, 7, 2, 3), 3) == ["mkldnn_unaligned"]  # an RGB stem
 
+
+
+def test_a_convolution_on_channels_last_tensors_is_its_own_variant() -> None:
+    """Inductor runs 2-d convolutions on channels-last tensors, for which oneDNN picks other
+    kernels: their variant says so; 1-d convolutions, which inductor leaves contiguous, keep
+    the contiguous call's."""
+    from ftmodel.tracing.variants import NHWC, channels_last_conv_variant, conv_variant
+
+    x, w = torch.randn(1, 16, 8, 8), torch.randn(32, 16, 3, 3)
+    args = (x, w, None, (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    cl_args = (x.contiguous(memory_format=torch.channels_last),
+               w.contiguous(memory_format=torch.channels_last), *args[2:])
+    assert channels_last_conv_variant(args) == conv_variant(cl_args) + NHWC
+    assert conv_variant(args) and not conv_variant(args).endswith(NHWC)
+    one_d = (torch.randn(1, 16, 32), torch.randn(32, 16, 3), None, (1,), (1,), (1,), False,
+             (0,), 1)
+    assert channels_last_conv_variant(one_d) == conv_variant(one_d)
