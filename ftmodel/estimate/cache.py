@@ -61,6 +61,15 @@ class CacheModel:
     # (ONNX Runtime's, inductor's, TorchScript's prepacked convolutions) is charged it per byte
     # (ftmodel.estimate.kernels.DeviceModel)
     cold_s_per_byte: float = 0.0
+    # how a layer's streaming cost per byte changes with its size: ``cold_s_per_byte`` holds for
+    # a layer of ``narrow_bytes`` (the probe's 1 MiB layers) or less, ``wide_ratio`` times it
+    # for one of ``wide_bytes`` or more (a chain of wide layers, probed too), log-linear
+    # between. A large weight matrix streams at the memory's bandwidth where a chain of small
+    # ones pays a fixed cost per layer (2-vCPU VMs: a 16 MiB layer at 46 GB/s on the Intel
+    # Xeon, 1 MiB layers at 24 GB/s beyond their hot time). 1.0 where the profile predates it
+    narrow_bytes: float = 0.0
+    wide_bytes: float = 0.0
+    wide_ratio: float = 1.0
 
     @classmethod
     def from_params(cls, params: Mapping[str, float], framework: str = "") -> CacheModel | None:
@@ -73,7 +82,19 @@ class CacheModel:
         if hi <= 0:
             return None
         lo = get("lo_bytes", 0.0)
-        return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0), get("cold_s_per_byte", 0.0))
+        return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0), get("cold_s_per_byte", 0.0),
+                   get("narrow_bytes", 0.0), get("wide_bytes", 0.0), get("wide_ratio", 1.0))
+
+    def cold_s_per_byte_at(self, layer_bytes: np.ndarray) -> np.ndarray:
+        """The cold penalty per byte read of kernels reading ``layer_bytes`` each
+        (:attr:`cold_s_per_byte` scaled by the probe's size ratio, see :attr:`wide_ratio`)."""
+        b = np.asarray(layer_bytes, dtype=np.float64)
+        if self.wide_ratio == 1.0 or not 0.0 < self.narrow_bytes < self.wide_bytes:
+            return np.full(b.shape, self.cold_s_per_byte)
+        pos = np.clip(np.log(np.maximum(b, 1.0) / self.narrow_bytes)
+                      / np.log(self.wide_bytes / self.narrow_bytes), 0.0, 1.0)
+        out: np.ndarray = self.cold_s_per_byte * np.exp(pos * np.log(self.wide_ratio))
+        return out
 
     def cold_share(self, bytes_since: float) -> float:
         """φ: the share of an operand that is cold when ``bytes_since`` (its own size

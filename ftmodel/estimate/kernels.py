@@ -342,14 +342,22 @@ class DeviceModel:
         layer streaming from memory at +20 µs where chains of such layers beyond 200 MiB ran
         +64 µs (batch 1) to +163 µs (batch 16) over their in-cache time, and convolutions of
         9.4 MiB at batch 1 +250-400 µs; the probe's per-byte penalty gives +133 and +298 µs.
+        A GEMM's penalty per byte depends on its bytes where the probe also timed wide
+        layers (:meth:`CacheModel.cold_s_per_byte_at`): a 16 MiB weight matrix streams at
+        close to the memory's bandwidth, a chain of 1 MiB layers at about half of it. The
+        probe's layers are GEMMs; other MAC kernels keep the narrow layers' price (a oneDNN
+        convolution re-orders its weights as it reads them: 9.4 MiB of them at batch 1 cost the
+        Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
         No-op in a profile without the probe's per-byte penalty. In place."""
-        per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
-        if per_byte <= 0.0:
+        if self.cache is None or self.cache.cold_s_per_byte <= 0.0:
             return
         idx = np.array([i for i, k in enumerate(kernels) if k.op_class in MAC_CLASSES],
                        dtype=np.int64)
         if len(idx):
-            cold[idx] = hot[idx] + np.maximum(_read_once(kernels, idx, br), 0.0) * per_byte
+            once = np.maximum(_read_once(kernels, idx, br), 0.0)
+            gemm = np.array([kernels[i].op_class == "gemm" for i in idx.tolist()], dtype=bool)
+            rate = np.where(gemm, self.cache.cold_s_per_byte_at(once), self.cache.cold_s_per_byte)
+            cold[idx] = hot[idx] + once * rate
 
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
                              hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,

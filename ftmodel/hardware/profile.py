@@ -109,7 +109,8 @@ class DeviceProfile:
     # framework -> "<op class>" or "<op class>:<dtype>" -> device kernels per op (default 1)
     launches_per_op: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # the cold/hot operand model's parameters (ftmodel.estimate.cache.CacheModel: lo_bytes,
-    # hi_bytes, stream_share, cold_s_per_byte); empty = no cache model
+    # hi_bytes, stream_share, cold_s_per_byte, narrow_bytes, wide_bytes, wide_ratio); empty = no
+    # cache model
     cache: Mapping[str, float] = field(default_factory=dict)
 
 

@@ -92,6 +92,19 @@ def test_cache_fit_recovers_ramp_and_stream_share() -> None:
     assert fit["cold_s_per_byte"] == pytest.approx(100e-6 / LAYER_BYTES, rel=1e-9)
 
 
+def test_cache_fit_prices_wide_layers_streaming_by_their_own_chain() -> None:
+    # the narrow chain streams at 0.6 x 100 us per MiB once past the cache; a chain of 16 MiB
+    # layers pays 30% of that per byte over its hot layer: wide_ratio 0.3
+    probe = _probe(12, 32, 0.6)
+    wide = 16 * MIB
+    probe.update({"wide_layer_bytes": wide, "wide_layers": 12, "wide_hot_s": 500e-6,
+                  "wide_per_layer_s": 500e-6 + 0.3 * 0.6 * 100e-6 * 16})
+    fit = fit_cache_model(probe)
+    assert fit["wide_ratio"] == pytest.approx(0.3, rel=1e-6)
+    assert (fit["narrow_bytes"], fit["wide_bytes"]) == (LAYER_BYTES, wide)
+    assert "wide_ratio" not in fit_cache_model(_probe(12, 32, 0.6))  # an older probe: none
+
+
 def test_cache_fit_finds_nothing_when_flushing_changes_nothing() -> None:
     probe = _probe(12, 32, 0.6)
     probe["cold_s"] = probe["hot_s"]

@@ -225,6 +225,36 @@ def test_mac_kernels_pay_the_cache_probes_penalty_per_byte() -> None:
     assert ce0[0] == pytest.approx(2 * he0[0], rel=1e-3)
 
 
+def test_streaming_penalty_per_byte_follows_the_probed_layer_sizes() -> None:
+    """With a probe of wide layers, a MAC kernel reading as much as a wide layer pays
+    ``wide_ratio`` times the narrow layers' penalty per byte, one reading a narrow layer's or
+    less the narrow one's, log-linear between; without it, the same penalty at every size."""
+    from ftmodel.estimate.cache import CacheModel
+
+    model = CacheModel(0.0, 1e8, 0.5, 2e-10, narrow_bytes=2**20, wide_bytes=2**24, wide_ratio=0.4)
+    rates = model.cold_s_per_byte_at(np.array([2**18, 2**20, 2**22, 2**24, 2**26]))
+    assert rates[0] == rates[1] == pytest.approx(2e-10)
+    assert rates[3] == rates[4] == pytest.approx(0.8e-10)
+    assert rates[2] == pytest.approx(2e-10 * 0.4 ** 0.5)  # halfway in log bytes
+    flat = CacheModel(0.0, 1e8, 0.5, 2e-10).cold_s_per_byte_at(np.array([2**18, 2**26]))
+    assert list(flat) == [2e-10, 2e-10]
+
+    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.5, "cold_s_per_byte": 2e-10}
+    classes = {"gemm": OpClassData("samples", SAT_ROWS)}
+    probed = DeviceProfile("dev", "cpu", "sync", classes, cache={
+        **cache, "narrow_bytes": 2.0**20, "wide_bytes": 2.0**24, "wide_ratio": 0.4})
+    plain = DeviceProfile("dev", "cpu", "sync", classes, cache=cache)
+    big = _gemm(1e8, 2**25)
+    h, c = DeviceModel(probed).hot_cold_times_s([big])
+    h0, c0 = DeviceModel(plain).hot_cold_times_s([big])
+    assert h[0] == h0[0]
+    assert c[0] - h[0] == pytest.approx(0.4 * (c0[0] - h0[0]), rel=1e-6)
+    # the probe's layers are GEMMs: a convolution reading as much keeps the narrow price
+    conv = Kernel("conv", int(1e8), 2**25, 0, "m", ("aten.convolution",))
+    hc, cc = DeviceModel(probed).hot_cold_times_s([conv])
+    assert cc[0] - hc[0] == pytest.approx(2**25 * 2e-10, rel=1e-6)
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:
