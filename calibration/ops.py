@@ -98,7 +98,10 @@ class SweepGrid:
     # resolution, where a convolution streams megabytes of weights for few MACs. The random
     # configurations reach 512 channels and rarely pair them with a 2-4 px map; at batch 1 with
     # at most 20,480 input elements and a kernel of at most 3x3, PyTorch runs such a convolution
-    # on its slow path (im2col and a GEMM per image, so on one thread), at 5-10 GB/s of weights
+    # on its slow path (im2col and a GEMM per image, so on one thread), at 5-10 GB/s of weights.
+    # Also the heads of mobile CNNs (timm's GhostNet, MobileNet-V3): a 1x1 convolution on the
+    # 1x1 map left by global pooling, each weight used once per image (oneDNN ran 1024->2048 at
+    # batch 16 at 13 GMAC/s on a 2-vCPU AMD EPYC, where the 2x2 samples gave 70)
     late_stage_convs: tuple[tuple[int, int, int, int, int], ...] = ()
     # fused LSTM layers (eager's mkldnn_rnn_layer on a CPU), timed per step; 0: none (a GPU
     # runs cuDNN's, which its sweep does not sample)
@@ -121,7 +124,9 @@ CPU_GRID = SweepGrid(
     late_stage_convs=((1, 256, 256, 4, 3), (1, 512, 512, 3, 3), (1, 1024, 1024, 2, 3),
                       (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
                       (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
-                      (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1)),
+                      (4, 1024, 1024, 2, 3), (4, 2048, 512, 2, 1), (16, 512, 2048, 2, 1),
+                      (1, 960, 1280, 1, 1), (4, 960, 1280, 1, 1), (16, 960, 1280, 1, 1),
+                      (4, 1024, 2048, 1, 1), (16, 1024, 2048, 1, 1)),
     lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
     grouped_samples=16)
 GPU_GRID = SweepGrid(
