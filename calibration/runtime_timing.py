@@ -23,6 +23,16 @@ from ftmodel.speed import at_nominal_speed
 __all__ = ["ort_node_share", "ts_conv_time_s", "ts_node_time_s"]
 
 
+def _warm_reps(run: Callable[[], object], target_s: float, max_reps: int) -> int:
+    """Runs ``run`` four times (warm-up, then one timed call) and returns how many calls fill
+    about ``target_s`` (5 to ``max_reps``)."""
+    for _ in range(3):
+        run()
+    t0 = time.perf_counter()
+    run()
+    return int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+
+
 def ts_node_time_s(run: Callable[[], object], *, target_s: float = 0.04,
                    max_reps: int = 40) -> float | None:
     """Median time per call that torch.profiler gives a TorchScript graph's own instructions
@@ -33,11 +43,7 @@ def ts_node_time_s(run: Callable[[], object], *, target_s: float = 0.04,
     from ftmodel.frameworks._common import silenced_output
 
     with torch.no_grad():
-        for _ in range(3):
-            run()
-        t0 = time.perf_counter()
-        run()
-        reps = int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+        reps = _warm_reps(run, target_s, max_reps)
         with silenced_output():  # the profiler's backend logs its start and stop to stderr
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 for _ in range(reps):
@@ -90,11 +96,7 @@ def ort_node_share(sample: OpSample, batch: int, op_type: str, *, target_s: floa
     with tempfile.TemporaryDirectory(prefix="ftmodel-ortprof-") as tmp:
         art = ort_fw.build(sample.module, sample.inputs, batch, None, enable_profiling=True,
                            profile_dir=tmp)
-        for _ in range(3):
-            art.run()
-        t0 = time.perf_counter()
-        art.run()
-        reps = int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+        reps = _warm_reps(art.run, target_s, max_reps)
         for _ in range(reps):
             art.run()
         events = json.loads(Path(art.session.end_profiling()).read_text())

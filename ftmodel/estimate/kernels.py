@@ -26,9 +26,9 @@ Cache state: a ``samples`` class may also carry ``cold_s``, each sample timed ag
 operands (streamed from memory). Given each kernel's cold fraction ``f`` (from
 :mod:`ftmodel.estimate.cache`), its time is ``t_hot + f · max(0, t_cold − t_hot)``. A MAC
 kernel's ``t_cold − t_hot`` is its read bytes times the cache probe's penalty per byte where the
-profile has it (``DeviceModel._stream_mac_penalty``), whatever its curve; a framework's own curve
-without cold samples otherwise borrows the penalty of the shared curve the kernel would
-otherwise use (a MAC kernel: of a shared reduction over its bytes, see
+profile has it (:func:`ftmodel.estimate.streaming.stream_mac_penalty`), whatever its curve; a
+framework's own curve without cold samples otherwise borrows the penalty of the shared curve
+the kernel would otherwise use (a MAC kernel: of a shared reduction over its bytes, see
 ``DeviceModel._borrow_cold_penalty``); other classes without cold data, and roofline classes
 (whose bandwidth term already streams every byte), use ``t_hot``.
 
@@ -75,6 +75,7 @@ from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.estimate.curves import PER_CALL, PER_PLANE, STEP_CURVES, SampleCurve, step_work
 from ftmodel.estimate.roofline import Roofline, wave_factor
+from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
@@ -116,16 +117,6 @@ def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
         else:
             peak_bytes = max(peak_bytes, float(((rows[ok, 1] + rows[ok, 2]) / rows[ok, 3]).max()))
     return peak_macs, peak_bytes
-
-
-def _read_once(kernels: Sequence[Kernel], idx: np.ndarray, br: np.ndarray) -> np.ndarray:
-    """Read bytes of the kernels at ``idx`` with each weight counted once: streaming from
-    memory is paid once per operand, not per re-read of the weights (``Kernel.weight_reads``);
-    only the first pass over them can find them cold."""
-    rereads = np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
-                        for i in idx.tolist()], dtype=np.float64)
-    out: np.ndarray = br[idx] - rereads
-    return out
 
 
 def op_name(member: str) -> str:
@@ -301,7 +292,7 @@ class DeviceModel:
                 cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
                              else hot[sel])
             self._plane_cost(kernels, classes == cls, name, hot, cold)
-        self._stream_mac_penalty(kernels, hot, cold, br)
+        stream_mac_penalty(kernels, hot, cold, br, self.cache)
         self._borrow_cold_penalty(kernels, classes, hot, cold, macs, br, bw)
         floor = np.full(n, self.device.kernel_floor_s)
         if self._peak_macs_per_s > 0:
@@ -330,35 +321,6 @@ class DeviceModel:
         hot[idx] += extra
         cold[idx] += extra
 
-    def _stream_mac_penalty(self, kernels: Sequence[Kernel], hot: np.ndarray,
-                            cold: np.ndarray, br: np.ndarray) -> None:
-        """Every MAC kernel, on any curve, eager's included, is charged per byte it reads (each
-        operand once) the cache probe's cold penalty per byte (``CacheModel.cold_s_per_byte``),
-        which the cache model scales by ``stream_share · φ`` to what a layer streaming its
-        weights from memory pays inside a chain of layers. Not the kernel's own flushed
-        samples: a flushed call's excess over its hot time is mostly fixed (the Intel Xeon's
-        GEMM of 4 MiB of weights at batch 1 took 178 µs flushed, 40 µs hot: 3.4x a 1 MiB
-        layer's excess for 4x its bytes), so scaled by the probe's share it priced a 4 MiB
-        layer streaming from memory at +20 µs where chains of such layers beyond 200 MiB ran
-        +64 µs (batch 1) to +163 µs (batch 16) over their in-cache time, and convolutions of
-        9.4 MiB at batch 1 +250-400 µs; the probe's per-byte penalty gives +133 and +298 µs.
-        A GEMM's penalty per byte depends on its bytes where the probe also timed wide
-        layers (:meth:`CacheModel.cold_s_per_byte_at`): a 16 MiB weight matrix streams at
-        close to the memory's bandwidth, a chain of 1 MiB layers at about half of it. The
-        probe's layers are GEMMs; other MAC kernels keep the narrow layers' price (a oneDNN
-        convolution re-orders its weights as it reads them: 9.4 MiB of them at batch 1 cost the
-        Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
-        No-op in a profile without the probe's per-byte penalty. In place."""
-        if self.cache is None or self.cache.cold_s_per_byte <= 0.0:
-            return
-        idx = np.array([i for i, k in enumerate(kernels) if k.op_class in MAC_CLASSES],
-                       dtype=np.int64)
-        if len(idx):
-            once = np.maximum(_read_once(kernels, idx, br), 0.0)
-            gemm = np.array([kernels[i].op_class == "gemm" for i in idx.tolist()], dtype=bool)
-            rate = np.where(gemm, self.cache.cold_s_per_byte_at(once), self.cache.cold_s_per_byte)
-            cold[idx] = hot[idx] + once * rate
-
     def _borrow_cold_penalty(self, kernels: Sequence[Kernel], classes: np.ndarray,
                              hot: np.ndarray, cold: np.ndarray, macs: np.ndarray,
                              br: np.ndarray, bw: np.ndarray) -> None:
@@ -368,8 +330,9 @@ class DeviceModel:
         curves: streaming bytes from memory costs what the memory system charges, whichever
         loop reads them. A memory-bound kernel takes the penalty of the shared curve it would
         otherwise use. A MAC kernel pays the cache probe's penalty per byte
-        (:meth:`_stream_mac_penalty`, the measurement the cache model's ``stream_share`` is
-        fitted to, so the blend reproduces the probe's in-chain cost); in a profile without it,
+        (:func:`~ftmodel.estimate.streaming.stream_mac_penalty`, the measurement the cache
+        model's ``stream_share`` is fitted to, so the blend reproduces the probe's in-chain
+        cost); in a profile without it,
         that of a shared reduction reading its bytes (:data:`STREAM_CLASS`: reads, barely
         writes, like a GEMM streaming its weights), whose flushed samples cost 4-5× less per
         byte than the probe's layer on the Intel Xeon (ONNX Runtime's ResNet-34 at batch 1 had
@@ -386,9 +349,9 @@ class DeviceModel:
             return
         idx = np.flatnonzero(own)
         br = br.copy()
-        br[idx] = _read_once(kernels, idx, br)
+        br[idx] = read_once(kernels, idx, br)
         per_byte = self.cache.cold_s_per_byte if self.cache is not None else 0.0
-        if per_byte > 0.0:  # MAC kernels: priced per byte already (_stream_mac_penalty)
+        if per_byte > 0.0:  # MAC kernels: priced per byte already (stream_mac_penalty)
             mac = np.array([kernels[i].op_class in MAC_CLASSES for i in idx.tolist()], dtype=bool)
             idx = idx[~mac]
         shared = np.array([STREAM_CLASS if kernels[i].op_class in MAC_CLASSES else

@@ -1,0 +1,59 @@
+"""What a MAC kernel pays to stream its operands from memory: the cache probe's price per byte.
+
+Used by :class:`ftmodel.estimate.kernels.DeviceModel`, which blends each kernel's hot and cold
+times by its cold share (:mod:`ftmodel.estimate.cache`). Counted: each operand's bytes once
+(:func:`read_once`), at the probe's per-byte penalty, which follows a GEMM's size where the probe
+also timed wide layers. Not counted: re-reads of weights already streamed once in the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ftmodel.estimate.cache import CacheModel
+from ftmodel.program import Kernel
+from ftmodel.tracing.formulas import MAC_CLASSES
+
+__all__ = ["read_once", "stream_mac_penalty"]
+
+
+def read_once(kernels: Sequence[Kernel], idx: np.ndarray, br: np.ndarray) -> np.ndarray:
+    """Read bytes of the kernels at ``idx`` with each weight counted once: streaming from
+    memory is paid once per operand, not per re-read of the weights (``Kernel.weight_reads``);
+    only the first pass over them can find them cold."""
+    rereads = np.array([max(0, kernels[i].weight_reads - 1) * kernels[i].bytes_weights
+                        for i in idx.tolist()], dtype=np.float64)
+    out: np.ndarray = br[idx] - rereads
+    return out
+
+
+def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndarray,
+                       br: np.ndarray, cache: CacheModel | None) -> None:
+    """Every MAC kernel, on any curve, eager's included, is charged per byte it reads (each
+    operand once) the cache probe's cold penalty per byte (``CacheModel.cold_s_per_byte``),
+    which the cache model scales by ``stream_share · φ`` to what a layer streaming its
+    weights from memory pays inside a chain of layers. Not the kernel's own flushed
+    samples: a flushed call's excess over its hot time is mostly fixed (the Intel Xeon's
+    GEMM of 4 MiB of weights at batch 1 took 178 µs flushed, 40 µs hot: 3.4x a 1 MiB
+    layer's excess for 4x its bytes), so scaled by the probe's share it priced a 4 MiB
+    layer streaming from memory at +20 µs where chains of such layers beyond 200 MiB ran
+    +64 µs (batch 1) to +163 µs (batch 16) over their in-cache time, and convolutions of
+    9.4 MiB at batch 1 +250-400 µs; the probe's per-byte penalty gives +133 and +298 µs.
+    A GEMM's penalty per byte depends on its bytes where the probe also timed wide
+    layers (:meth:`CacheModel.cold_s_per_byte_at`): a 16 MiB weight matrix streams at
+    close to the memory's bandwidth, a chain of 1 MiB layers at about half of it. The
+    probe's layers are GEMMs; other MAC kernels keep the narrow layers' price (a oneDNN
+    convolution re-orders its weights as it reads them: 9.4 MiB of them at batch 1 cost the
+    Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
+    No-op in a profile without the probe's per-byte penalty. In place."""
+    if cache is None or cache.cold_s_per_byte <= 0.0:
+        return
+    idx = np.array([i for i, k in enumerate(kernels) if k.op_class in MAC_CLASSES],
+                   dtype=np.int64)
+    if len(idx):
+        once = np.maximum(read_once(kernels, idx, br), 0.0)
+        gemm = np.array([kernels[i].op_class == "gemm" for i in idx.tolist()], dtype=bool)
+        rate = np.where(gemm, cache.cold_s_per_byte_at(once), cache.cold_s_per_byte)
+        cold[idx] = hot[idx] + once * rate
