@@ -25,9 +25,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ftmodel.calibration.ops import CPU_GRID, op_samples  # noqa: E402
+from ftmodel.calibration.ops import named_sweeps  # noqa: E402
 from ftmodel.calibration.sweep_stage import class_stage, derived_curves  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
+from ftmodel.errors import InvalidArgumentError  # noqa: E402
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
 from ftmodel.measure import cache_flusher, keep_heap, last_level_cache_bytes  # noqa: E402
 
@@ -44,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     if prof.device.type != "cpu":
         ap.error(f"{args.profile} is a {prof.device.type} profile; this script re-measures CPU "
                  "curves only")
-    sweeps = op_samples(False, CPU_GRID)
-    classes = [c.strip() for c in args.classes.split(",") if c.strip()]
-    unknown = [c for c in classes if c not in sweeps]
-    if unknown:
-        ap.error(f"unknown sweep class(es) {unknown}; choose from {', '.join(sweeps)}")
+    try:
+        sweeps = named_sweeps(args.classes)
+    except InvalidArgumentError as err:
+        ap.error(str(err))
+    classes = list(sweeps)
     torch.set_num_threads(args.threads)
     keep_heap()  # the calibration's measurement protocol
     flush = cache_flusher("cpu", last_level_cache_bytes("cpu"))

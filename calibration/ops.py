@@ -22,11 +22,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
+from ftmodel.errors import InvalidArgumentError
 from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import steps_of
 
-__all__ = ["OpSample", "op_samples", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
+__all__ = ["OpSample", "op_samples", "named_sweeps", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
            "GPU_GRID", "LSTM_STEPS", "LSTM_SHORT_STEPS"]
 
 
@@ -360,3 +361,15 @@ def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, lis
     for s in all_samples:
         grouped[s.curve].append(s)
     return grouped
+
+
+def named_sweeps(names: str, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
+    """The full sweep of each class in ``names`` (comma-separated, e.g. ``"gemm,conv"``), in
+    the order given; an unknown name raises :class:`~ftmodel.errors.InvalidArgumentError`."""
+    sweeps = op_samples(False, grid)
+    classes = [c.strip() for c in names.split(",") if c.strip()]
+    unknown = [c for c in classes if c not in sweeps]
+    if unknown or not classes:
+        raise InvalidArgumentError(f"unknown sweep class(es) {unknown or names!r}; choose from "
+                                   f"{', '.join(sweeps)}")
+    return {c: sweeps[c] for c in classes}

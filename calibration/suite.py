@@ -10,7 +10,11 @@
    hot (the same operands over and over, as a sweep does) and cold (right after a flush of the
    last-level cache, as weights and skip connections arrive inside a large model); the device
    half records both, and the cache probe (``ftmodel.calibration.cache``) fits when operands turn cold
-   inside a model, for :mod:`ftmodel.estimate.cache`;
+   inside a model, for :mod:`ftmodel.estimate.cache`. The sweeps run ``passes`` times (3 by
+   default), each pass over every class in turn, and each sample keeps its median over the
+   passes: on the 2-vCPU AMD EPYC, the same sample in two fresh single-pass calibrations
+   differed by a median 7-17% (samples over 2 ms), and the spread of its rounds within one pass
+   did not tell which samples had moved (rank correlation 0.00-0.12);
 3. the in-model stage (``ftmodel.calibration.networks``; on a GPU ``ftmodel.calibration.in_model_gpu``) for
    eager;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
@@ -76,8 +80,8 @@ from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
-from ftmodel.calibration.sweep_stage import (caller, class_stage, derived_curves,
-                                             grouped_curves, measure_group)
+from ftmodel.calibration.sweep_stage import (ClassTimes, caller, class_curves, derived_curves,
+                                             grouped_curves, measure_class, measure_group)
 from ftmodel.calibration.rescale import at_speed
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
@@ -93,7 +97,10 @@ from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_ke
 from ftmodel.speed import speed_normalised
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["calibrate"]
+__all__ = ["DEFAULT_PASSES", "calibrate"]
+
+# How many times a full calibration times its op sweeps (the median of each sample's passes)
+DEFAULT_PASSES = 3
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -210,8 +217,8 @@ def _canonical_or_raw(name: str) -> str:
 def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
               out: str | os.PathLike[str] | None = None, *, threads: int | None = None,
               quick: bool = False, progress: bool = True, name: str | None = None,
-              cold: bool = True, update: bool = False, default_malloc: bool = False
-              ) -> HardwareProfile:
+              cold: bool = True, update: bool = False, default_malloc: bool = False,
+              passes: int | None = None) -> HardwareProfile:
     """Measure this machine and write its profile to ``out`` (default: the user cache).
 
     Unless ``default_malloc``, glibc's heap is kept mapped for the rest of the process first
@@ -223,6 +230,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     replace theirs, keeping the eager host part and the device half as they are (a framework
     installed later, or one re-measured after a change to its stages). The profile's
     provenance lists each update.
+
+    ``passes``: how many times the op sweeps are timed, each pass over every class in turn; a
+    sample's time is its median over the passes (default 3, 1 with ``quick``). See the module
+    docstring for why.
     """
     fws = tuple(dict.fromkeys(_canonical_or_raw(f) for f in frameworks))
     supported = framework_names(runnable=True)  # the ones calibration can run and time
@@ -255,6 +266,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             f"{', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
             "re-measure eager")
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
+    passes = (1 if quick else DEFAULT_PASSES) if passes is None else passes
+    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+        raise InvalidArgumentError(f"passes must be a whole number >= 1, got {passes!r}; use 1 "
+                                   f"on a quiet machine, {DEFAULT_PASSES} (the default) on a "
+                                   "shared one")
     programs = host_programs()
     if device.startswith("cuda"):  # GPU-sized operands (20 GB) are made where they are used
         with torch.device(device):
@@ -263,7 +279,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         sweeps = op_samples(quick, CPU_GRID)
     planes = plane_samples(quick) if device == "cpu" and base is None else []
     extra = [f for f in fws if f != "eager"]
-    total = (0 if base else len(programs) + sum(len(v) for v in sweeps.values()) + 2
+    total = (0 if base else len(programs) + passes * sum(len(v) for v in sweeps.values()) + 2
              + len(planes)) \
         + 2 * len(extra) + framework_curve_steps(extra, device) \
         + (device == "cpu" and (base is None
@@ -275,7 +291,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         "device": dev_name, "host_cpu": cpu_name(), "hostname": socket.gethostname(),
         "threads": n_threads, "allocator": allocator_setting(), "torch": torch.__version__, "date": _dt.datetime.now(
             _dt.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"quick": quick, "rounds": rounds, "round_s": round_s},
+        "settings": {"quick": quick, "rounds": rounds, "round_s": round_s, "passes": passes},
         "frameworks": list(fws), "complete": False,
     }
     for fw_name in fws:
@@ -331,17 +347,22 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
                     cache = fit_cache_model(provenance["cache_probe"])
                     bar.step("cache probe", 1)
-                for cls in OP_SWEEP_CLASSES:
-                    if not sweeps[cls]:
-                        continue
-                    classes[cls], raw[cls], variants = class_stage(
-                        sweeps[cls], device, rounds, round_s, flush,
-                        host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
-                    # e.g. conv:slow2d, conv:mkldnn, conv:mkldnn_unaligned
-                    classes.update(grouped_curves(f"{cls}:", classes[cls], variants))
-                    classes.update(derived_curves(cls, classes[cls], raw[cls]))
-                    bar.step(f"{cls} ({len(sweeps[cls])} sizes)", len(sweeps[cls]))
-                    write_profile(snapshot(False), path)
+                times: dict[str, list[ClassTimes]] = {}
+                for n_pass in range(1, passes + 1):  # each pass over every class in turn
+                    for cls in OP_SWEEP_CLASSES:
+                        if not sweeps[cls]:
+                            continue
+                        times.setdefault(cls, []).append(
+                            measure_class(sweeps[cls], device, rounds, round_s, flush))
+                        classes[cls], raw[cls], variants = class_curves(
+                            sweeps[cls], times[cls], device,
+                            host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
+                        # e.g. conv:slow2d, conv:mkldnn, conv:mkldnn_unaligned
+                        classes.update(grouped_curves(f"{cls}:", classes[cls], variants))
+                        classes.update(derived_curves(cls, classes[cls], raw[cls]))
+                        label = f" pass {n_pass}/{passes}" if passes > 1 else ""
+                        bar.step(f"{cls} ({len(sweeps[cls])} sizes){label}", len(sweeps[cls]))
+                        write_profile(snapshot(False), path)
                 if planes:  # batch norm's cost per (image, channel) plane
                     per_plane, raw[PLANES_SWEEP] = plane_stage(planes, classes, device, rounds,
                                                                round_s)

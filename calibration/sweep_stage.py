@@ -8,7 +8,9 @@ repeated calls (:func:`ftmodel.measure.captured_repeats`), which has no host cos
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,7 +26,8 @@ from ftmodel.tracing.variants import steps_of
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["to_device", "caller", "measure_group", "class_stage", "grouped_curves", "subset_curve",
+__all__ = ["ClassTimes", "to_device", "caller", "measure_group", "measure_class",
+           "median_of_passes", "class_stage", "class_curves", "grouped_curves", "subset_curve",
            "per_op_curves", "per_call_curve", "derived_curves"]
 
 
@@ -73,33 +76,31 @@ def _measure_captured(samples: list[OpSample], device: str, rounds: int, round_s
     return out
 
 
-def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
-                 flush: Callable[[], object] | None = None,
-                 host_s: Callable[[Program], float] | None = None
-                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
-    """Measure one curve's samples; device time = time − the family's floor on a CPU, the time
-    of a captured repeat (:func:`_measure_captured`) on a GPU.
+@dataclass(frozen=True)
+class ClassTimes:
+    """One pass over a curve's samples: each label's (seconds, round-to-round spread) timed hot,
+    and its seconds right after a cache flush (empty without a flush)."""
 
-    With ``flush``, every sample (floors included) is timed again right after a cache flush:
-    cold device time = cold time − cold floor (the flush also chills the host's own code path,
-    which the cold floor carries and the subtraction removes).
+    hot: Mapping[str, tuple[float, float]]
+    cold: Mapping[str, float]
 
-    A sample with ``short_inputs`` (a fused recurrent layer, on a CPU) is timed over both
-    lengths: its row prices one step, the difference of the two times over the difference of
-    their steps, and its raw entry holds ``per_call_s``, what the short run took besides its
-    steps and the host cost ``host_s`` predicts for its program (the family's floor without
-    ``host_s``): :func:`per_call_curve` makes those a curve.
-    """
-    shorts = {s.label: f"{s.label} short" for s in samples
-              if s.short_inputs and not device.startswith("cuda")}
+
+def _short_labels(samples: Sequence[OpSample], device: str) -> dict[str, str]:
+    return {s.label: f"{s.label} short" for s in samples
+            if s.short_inputs and not device.startswith("cuda")}
+
+
+def measure_class(samples: list[OpSample], device: str, rounds: int, round_s: float,
+                  flush: Callable[[], object] | None = None) -> ClassTimes:
+    """Time one curve's samples once (floors included): interleaved hot rounds, and with
+    ``flush`` cold rounds (see :func:`class_stage`)."""
+    shorts = _short_labels(samples, device)
     if device.startswith("cuda"):  # asynchronous: device time observed directly
-        measured = _measure_captured(samples, device, rounds, round_s)
+        hot = _measure_captured(samples, device, rounds, round_s)
     else:
-        measured = measure_group([(s.label, s.module, s.inputs) for s in samples]
-                                 + [(shorts[s.label], s.module, s.short_inputs)
-                                    for s in samples if s.label in shorts], device,
-                                 rounds, round_s)
-    floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
+        hot = measure_group([(s.label, s.module, s.inputs) for s in samples]
+                            + [(shorts[s.label], s.module, s.short_inputs)
+                               for s in samples if s.label in shorts], device, rounds, round_s)
     cold: dict[str, float] = {}
     if flush is not None:
         fns = {}
@@ -108,6 +109,52 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
             fns[s.label] = caller(m, xs)
         cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
             fns, flush=flush, device=device, rounds=max(2, rounds - 2)).items()}
+    return ClassTimes(hot, cold)
+
+
+def median_of_passes(passes: Sequence[ClassTimes]) -> ClassTimes:
+    """Each label's median over ``passes`` (hot seconds, their spread, cold seconds): a sample
+    timed while the machine ran slow in one pass of three is outvoted by the other two."""
+    if not passes:
+        raise ValueError("no passes to combine")
+    if len(passes) == 1:
+        return passes[0]
+    hot = {k: (statistics.median(p.hot[k][0] for p in passes),
+               statistics.median(p.hot[k][1] for p in passes)) for k in passes[0].hot}
+    cold = {k: statistics.median(p.cold[k] for p in passes) for k in passes[0].cold}
+    return ClassTimes(hot, cold)
+
+
+def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: float,
+                 flush: Callable[[], object] | None = None,
+                 host_s: Callable[[Program], float] | None = None
+                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
+    """Measure one curve's samples once and make them a curve (:func:`class_curves`)."""
+    return class_curves(samples, [measure_class(samples, device, rounds, round_s, flush)],
+                        device, host_s)
+
+
+def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: str,
+                 host_s: Callable[[Program], float] | None = None
+                 ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
+    """One curve from its samples' times, the median over ``passes`` (:func:`median_of_passes`;
+    each pass's hot time is kept in the raw entry as ``pass_total_s``); device time = time − the
+    family's floor on a CPU, the time of a captured repeat (:func:`_measure_captured`) on a GPU.
+
+    With cold times (a cache flush before each call), each sample's cold device time = cold time
+    − cold floor (the flush also chills the host's own code path, which the cold floor carries
+    and the subtraction removes).
+
+    A sample with ``short_inputs`` (a fused recurrent layer, on a CPU) is timed over both
+    lengths: its row prices one step, the difference of the two times over the difference of
+    their steps, and its raw entry holds ``per_call_s``, what the short run took besides its
+    steps and the host cost ``host_s`` predicts for its program (the family's floor without
+    ``host_s``): :func:`per_call_curve` makes those a curve.
+    """
+    shorts = _short_labels(samples, device)
+    times = median_of_passes(passes)
+    measured, cold = times.hot, times.cold
+    floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
     cold_floors = {s.family: cold[s.label] for s in samples if s.is_floor and cold}
     rows: list[tuple[float, float, float, float]] = []
     cold_rows: list[float] = []
@@ -137,6 +184,8 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
             penalty_s = max(cold[s.label] - cold_floors[s.family] - device_s, 0.0) if cold \
                 else 0.0
             device_s = step_s * n_long
+        if len(passes) > 1:
+            extra["pass_total_s"] = [p.hot[s.label][0] for p in passes]
         row, steps = s.curve_row(main, device_s)  # per step on a per-step curve
         rows.append(row)
         variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
@@ -144,7 +193,7 @@ def class_stage(samples: list[OpSample], device: str, rounds: int, round_s: floa
                     "variant": variants[-1],
                     "op": op_name(main.members[0]) if main.members else "", **extra})
         if cold:
-            cold_rows.append((device_s + penalty_s) / steps if extra else
+            cold_rows.append((device_s + penalty_s) / steps if "per_call_s" in extra else
                              max(cold[s.label] - cold_floors[s.family], device_s) / steps)
             raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
     return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,

@@ -59,7 +59,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         prof = calibrate(args.device, framework_list(args.frameworks), args.out,
                          threads=args.threads, quick=args.quick, progress=not args.no_progress,
-                         update=args.update, default_malloc=args.default_malloc)
+                         update=args.update, default_malloc=args.default_malloc,
+                         passes=args.passes)
     except KeyboardInterrupt:
         print("interrupted: the measurements so far are kept in the profile (marked incomplete)",
               file=sys.stderr)
@@ -203,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the existing profile at --out, keeping its eager and device parts (a "
                         "page-fault price from an older probe is measured again, with "
                         "--frameworks eager alone too)")
+    c.add_argument("--passes", type=int, default=None,
+                   help="time the op sweeps this many times and keep each sample's median "
+                        "(default: 3, 1 with --quick; 1 is enough on a quiet machine)")
     c.add_argument("--no-progress", action="store_true")
     c.add_argument("--default-malloc", action="store_true", help=DEFAULT_MALLOC_HELP)
     c.set_defaults(fn=cmd_calibrate)

@@ -7,9 +7,11 @@ time is the fastest round's median, unless that round is more than :data:`IMPLAU
 times faster than the rounds' median (a round scaled by a speed reference that read slow; then
 the fastest of the others, :func:`fastest_plausible`). ``spread`` (slowest round / fastest
 round − 1) flags noisy points. With several callables, rounds are interleaved (A B C, A B C,
-...) so that slow phases of the machine hit every point alike; inside
-:func:`ftmodel.speed.speed_normalised` each round is also scaled to one machine speed (the
-meter's references timed around it), as calibration does.
+...) so that slow phases of the machine hit every point alike. Inside
+:func:`ftmodel.speed.speed_normalised`, as calibration measures, a speed reference is timed
+around each block of calls and the time is expressed at one machine speed: the fastest round
+as timed over the fastest reference around the rounds (:func:`fastest_over_fastest`); each
+round scaled by its own references gives ``spread``.
 
 :func:`measure_cold_interleaved` times the same callables with cold caches: before every timed
 call it runs an untimed flush that touches, on every thread, more memory than the last-level
@@ -34,7 +36,7 @@ import time
 from pathlib import Path
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import torch
 
@@ -42,8 +44,8 @@ from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
            "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
-           "captured_repeats", "cpu_name", "fastest_plausible", "heap_kept", "keep_heap",
-           "last_level_cache_bytes",
+           "captured_repeats", "cpu_name", "fastest_over_fastest", "fastest_plausible", "heap_kept",
+           "keep_heap", "last_level_cache_bytes",
            "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
@@ -62,9 +64,12 @@ def cpu_name() -> str:
 
 @dataclass(frozen=True)
 class Measurement:
-    time_s: float  # fastest plausible round's median (fastest_plausible)
-    round_medians_s: tuple[float, ...]
+    time_s: float  # see measure_interleaved
+    round_medians_s: tuple[float, ...]  # each round's median, scaled by its references if any
     n_samples: int
+    timed_round_s: tuple[float, ...] = ()  # each round's median as timed (before any scaling)
+    # the speed meter's references before and after each round's block (none without a meter)
+    references: tuple[tuple[Reference, Reference], ...] = ()
 
     @property
     def spread(self) -> float:
@@ -253,7 +258,7 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
         synchronize(device)
         reps[key] = _reps_for(fn, device, round_s, max_reps)
     meter = active_meter(device)
-    medians: dict[K, list[float]] = {k: [] for k in fns}
+    timed = _Rounds(list(fns), meter, host_share)
     for _ in range(rounds):
         refs: list[Reference] = []  # the speed meter's references this round, if one is in force
         after_ref: dict[K, int] = {}  # each block's reference before it
@@ -270,25 +275,77 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
                 fn()  # untimed: wakes the runtime's threads
             times = [_time_once(fn, device) for _ in range(reps[key])]
             raw[key] = statistics.median(times)
-        _scale_round(medians, raw, meter, refs, after_ref, settle_s, host_share)
-    return {k: Measurement(fastest_plausible(v), tuple(v), reps[k] * rounds)
-            for k, v in medians.items()}
+        timed.add(raw, refs, after_ref, settle_s)
+    return timed.results(reps)
 
 
-def _scale_round(medians: dict[K, list[float]], raw: Mapping[K, float], meter: SpeedMeter | None,
-                 refs: list[Reference], after_ref: Mapping[K, int], settle_s: float = 0.0,
+class _Rounds(Generic[K]):
+    """Each callable's rounds: the round medians as timed, the references around each, and the
+    round medians scaled to the meter's nominal speed by those references (as timed without a
+    meter)."""
+
+    def __init__(self, keys: Sequence[K], meter: SpeedMeter | None,
                  host_share: Mapping[K, float] | None = None) -> None:
-    """Append one round's medians, each scaled to the meter's nominal speed by the references
-    around its block (as measured without a meter)."""
-    if meter is not None:
-        if settle_s > 0:
-            settle(settle_s)
-        refs.append(meter.reference())
-    shares = host_share or {}
-    for key, t in raw.items():
-        i = after_ref.get(key, -1)
-        medians[key].append(t if meter is None or i < 0 else
-                            t * meter.factor(refs[i], refs[i + 1], shares.get(key, 0.0)))
+        self.meter = meter
+        self.shares = dict(host_share or {})
+        self.scaled: dict[K, list[float]] = {k: [] for k in keys}
+        self.raw: dict[K, list[float]] = {k: [] for k in keys}
+        self.refs: dict[K, list[tuple[Reference, Reference]]] = {k: [] for k in keys}
+
+    def add(self, raw: Mapping[K, float], refs: list[Reference], after_ref: Mapping[K, int],
+            settle_s: float = 0.0) -> None:
+        """One round's medians ``raw``, each block timed after reference ``after_ref[key]``
+        of ``refs``; a last reference is taken now, after the round."""
+        meter = self.meter
+        if meter is not None:
+            if settle_s > 0:
+                settle(settle_s)
+            refs.append(meter.reference())
+        for key, t in raw.items():
+            i = after_ref.get(key, -1)
+            self.raw[key].append(t)
+            if meter is None or i < 0:
+                self.scaled[key].append(t)
+                continue
+            self.refs[key].append((refs[i], refs[i + 1]))
+            self.scaled[key].append(t * meter.factor(refs[i], refs[i + 1],
+                                                     self.shares.get(key, 0.0)))
+
+    def results(self, calls_per_round: Mapping[K, int]) -> dict[K, Measurement]:
+        """Each callable's :class:`Measurement`. Without a meter, its time is the fastest
+        plausible round (:func:`fastest_plausible`); with one, its fastest round as timed over
+        the fastest reference around its rounds (:func:`fastest_over_fastest`)."""
+        out: dict[K, Measurement] = {}
+        for k, scaled in self.scaled.items():
+            n = calls_per_round[k] * len(scaled)
+            refs = tuple(self.refs[k])
+            time_s = (fastest_plausible(scaled) if self.meter is None or not refs else
+                      fastest_over_fastest(self.meter, self.raw[k], [r for ab in refs for r in ab],
+                                           self.shares.get(k, 0.0)))
+            out[k] = Measurement(time_s, tuple(scaled), n, tuple(self.raw[k]), refs)
+        return out
+
+
+def fastest_over_fastest(meter: SpeedMeter, raw_s: Sequence[float],
+                         refs: Sequence[Reference], host_share: float = 0.0) -> float:
+    """A time at the meter's nominal speed from rounds timed on a machine whose speed moves: the
+    fastest round as timed, scaled by the fastest of the references around the rounds
+    (:meth:`ftmodel.speed.SpeedMeter.factor`; the GEMM reference's and the host reference's
+    fastest each). Interference only slows a call down, the reference's as much as the
+    measurement's, so each minimum is that call's time on the undisturbed machine.
+
+    Scaling each round by its own references and keeping the fastest scaled round (the estimator
+    before this one) kept whichever round's reference had read slow: on the 2-vCPU AMD EPYC,
+    the GEMM, batched-matmul and convolution samples of a calibration timed in three passes
+    about a minute apart (``benchmarks/sweep_estimators.py``, two runs) moved between passes by
+    4.6-21.1% per class and 5.9-12.0% per sample that way, 1.1-21.1% and 2.2-9.6% this way
+    (better in 7 of 8 class-runs on each count)."""
+    if not raw_s or not refs:
+        raise ValueError("no rounds or no references to choose from")
+    hosts = [r.host_s for r in refs]
+    fastest = Reference(min(r.gemm_s for r in refs),
+                        None if any(h is None for h in hosts) else min(h for h in hosts if h))
+    return min(raw_s) * meter.factor(fastest, fastest, host_share)
 
 
 def measure(fn: Callable[[], object], *, device: str = "cpu", rounds: int = 5, warmup: int = 2,
@@ -341,7 +398,7 @@ def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
             fn()
     synchronize(device)
     meter = active_meter(device)
-    medians: dict[K, list[float]] = {k: [] for k in fns}
+    timed = _Rounds(list(fns), meter)
     for _ in range(rounds):
         refs: list[Reference] = []
         after_ref: dict[K, int] = {}
@@ -356,9 +413,8 @@ def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
                 synchronize(device)
                 times.append(_time_once(fn, device))
             raw[key] = statistics.median(times)
-        _scale_round(medians, raw, meter, refs, after_ref)
-    return {k: Measurement(fastest_plausible(v), tuple(v), reps * rounds)
-            for k, v in medians.items()}
+        timed.add(raw, refs, after_ref)
+    return timed.results({k: reps for k in fns})
 
 
 def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float = 2e-3,

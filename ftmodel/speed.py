@@ -14,10 +14,11 @@ another fits the difference into its scales.
 and holds a *nominal* reference time. Inside :func:`speed_normalised`,
 :func:`ftmodel.measure.measure_interleaved` and :func:`ftmodel.measure.measure_cold_interleaved`
 time the reference before and after each block of calls (at most every
-``REFERENCE_INTERVAL_S``) and scale every round's median by ``nominal / reference`` (the
-geometric mean of the two references around it): all measurements of a calibration are then
-expressed at one machine speed, the nominal one, which the profile records
-(``provenance.speed``). Other timings call :func:`at_nominal_speed`.
+``REFERENCE_INTERVAL_S``) and express each time at ``nominal / reference`` (the fastest round
+over the fastest reference around the rounds, :func:`ftmodel.measure.fastest_over_fastest`):
+all measurements of a calibration are then expressed at one machine speed, the nominal one,
+which the profile records (``provenance.speed``). Other timings call
+:func:`at_nominal_speed`.
 
 Host work does not follow the GEMM. A meter also times a *host reference* beside each GEMM
 reference (``HOST_REFERENCE_CALLS`` ``nn.ReLU`` module calls on a 4-element tensor: Python,

@@ -52,8 +52,23 @@ def test_each_round_is_scaled_by_the_references_around_it(constant_time: None) -
         out = measure_interleaved({"a": lambda: None}, rounds=2, warmup=0, round_s=0.01)
     # a machine twice as fast as nominal, then four times: times doubled, then quadrupled
     assert out["a"].round_medians_s == pytest.approx((2e-3, 4e-3))
-    assert out["a"].time_s == pytest.approx(2e-3)
+    # the time: the fastest round as timed (1 ms) over the fastest reference (0.5 ms)
+    assert out["a"].time_s == pytest.approx(4e-3)
     assert meter.seen_s == [1e-3, 1e-3, 0.5e-3, 0.5e-3]
+
+
+def test_a_reference_that_read_slow_does_not_make_a_round_fast(constant_time: None) -> None:
+    # two rounds of 1 ms on a machine at nominal speed; the reference after the second read
+    # 3 ms (disturbed): that round scaled by its references reads 0.58 ms, which the fastest
+    # scaled round would have kept
+    meter = ScriptedMeter(1e-3, [1e-3, 1e-3, 1e-3, 3e-3])
+    with speed_normalised(meter):
+        out = measure_interleaved({"a": lambda: None}, rounds=2, warmup=0, round_s=0.01)
+    assert out["a"].round_medians_s == pytest.approx((1e-3, 1e-3 / 3 ** 0.5))
+    assert out["a"].time_s == pytest.approx(1e-3)
+    # what it was computed from: the rounds as timed and the references around each
+    assert out["a"].timed_round_s == pytest.approx((1e-3, 1e-3))
+    assert [(a.gemm_s, b.gemm_s) for a, b in out["a"].references] == [(1e-3, 1e-3), (1e-3, 3e-3)]
 
 
 def test_host_work_follows_the_host_reference(constant_time: None) -> None:
@@ -82,7 +97,9 @@ def test_blocks_of_a_round_share_its_references(constant_time: None) -> None:
     with speed_normalised(meter):
         out = measure_interleaved({"a": lambda: None, "b": lambda: None}, rounds=1,
                                   warmup=0, round_s=0.01)
-    assert out["a"].time_s == out["b"].time_s == pytest.approx(1e-3)
+    # both scaled by the fastest of the round's two references: 1 ms at 0.5 ms of the nominal 1
+    assert out["a"].time_s == out["b"].time_s == pytest.approx(2e-3)
+    assert out["a"].round_medians_s == out["b"].round_medians_s == pytest.approx((1e-3,))
 
 
 def test_cold_measurements_are_scaled_too(constant_time: None) -> None:

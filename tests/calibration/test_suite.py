@@ -175,7 +175,7 @@ def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
 def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
-    real = suite.class_stage
+    real = suite.measure_class
 
     def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -183,7 +183,7 @@ def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(suite, "class_stage", flaky)
+    monkeypatch.setattr(suite, "measure_class", flaky)
     path = tmp_path / "partial.json"
     with pytest.raises(KeyboardInterrupt):
         suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1)
@@ -469,3 +469,30 @@ def test_plane_samples_span_many_small_planes() -> None:
     counts = [plane_count(s) for s in samples if not s.is_floor]
     assert min(counts) == 256 and max(counts) == 65536
     assert all(s.inputs[0].shape[-1] <= 7 for s in samples)
+
+
+def test_each_sample_keeps_its_median_over_the_passes() -> None:
+    from ftmodel.calibration.ops import OpSample
+    from ftmodel.calibration.sweep_stage import ClassTimes, class_curves
+
+    floor = OpSample("gemm", "linear", "floor", nn.Linear(4, 4), (torch.randn(1, 4),),
+                     is_floor=True)
+    big = OpSample("gemm", "linear", "big", nn.Linear(256, 256), (torch.randn(64, 256),))
+    passes = [ClassTimes({"floor": (1e-5, 0.1), "big": (t, s)}, {"floor": 2e-5, "big": c})
+              for t, s, c in ((1.0e-3, 0.1, 2e-3), (5.0e-3, 0.9, 9e-3), (1.2e-3, 0.2, 3e-3))]
+    data, raw, _ = class_curves([floor, big], passes, "cpu")
+    # the slow second pass is outvoted: median total, its spread, and the median cold time
+    assert raw[0]["total_s"] == pytest.approx(1.2e-3) and raw[0]["spread"] == pytest.approx(0.2)
+    assert raw[0]["pass_total_s"] == [1.0e-3, 5.0e-3, 1.2e-3]
+    assert data.samples[0][3] == pytest.approx(1.2e-3 - 1e-5)
+    assert data.cold_s[0] == pytest.approx(3e-3 - 2e-5)
+    one, raw_one, _ = class_curves([floor, big], passes[:1], "cpu")
+    assert one.samples[0][3] == pytest.approx(1.0e-3 - 1e-5) and "pass_total_s" not in raw_one[0]
+
+
+@pytest.mark.parametrize("passes", [0, -1, 1.5, True])
+def test_calibrate_rejects_a_bad_number_of_passes(tmp_path: Path, passes: Any) -> None:
+    from ftmodel.errors import InvalidArgumentError
+    with pytest.raises(InvalidArgumentError, match="passes must be a whole number"):
+        suite.calibrate("cpu", ("eager",), tmp_path / "x.json", progress=False, passes=passes)
+    assert not (tmp_path / "x.json").exists()
