@@ -15,6 +15,7 @@ import numpy as np
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.program import Kernel
 from ftmodel.tracing.formulas import MAC_CLASSES
+from ftmodel.tracing.variants import PREPACKED_VARIANTS
 
 __all__ = ["read_once", "stream_mac_penalty"]
 
@@ -44,9 +45,13 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
     A GEMM's penalty per byte depends on its bytes where the probe also timed wide
     layers (:meth:`CacheModel.cold_s_per_byte_at`): a 16 MiB weight matrix streams at
     close to the memory's bandwidth, a chain of 1 MiB layers at about half of it. The
-    probe's layers are GEMMs; other MAC kernels keep the narrow layers' price (a oneDNN
-    convolution re-orders its weights as it reads them: 9.4 MiB of them at batch 1 cost the
-    Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
+    probe's layers are GEMMs, and so are convolutions whose weights were packed once, ahead of
+    the call (a frozen TorchScript graph's, :data:`~ftmodel.tracing.variants.PREPACKED_VARIANTS`:
+    on the EPYC a chain of 512-channel 3x3 ones at batch 1, 9.4 MiB of weights each, ran
+    +430 µs per layer over the layer alone, 46 ps per byte, where the probe's 1 MiB layers
+    paid 138 and its 16 MiB ones 47); other MAC kernels keep the narrow layers' price (an
+    eager oneDNN convolution re-orders its weights as it reads them: 9.4 MiB of them at batch
+    1 cost the Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
     No-op in a profile without the probe's per-byte penalty. In place."""
     if cache is None or cache.cold_s_per_byte <= 0.0:
         return
@@ -54,6 +59,7 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
                    dtype=np.int64)
     if len(idx):
         once = np.maximum(read_once(kernels, idx, br), 0.0)
-        gemm = np.array([kernels[i].op_class == "gemm" for i in idx.tolist()], dtype=bool)
+        gemm = np.array([kernels[i].op_class == "gemm" or kernels[i].variant in PREPACKED_VARIANTS
+                         for i in idx.tolist()], dtype=bool)
         rate = np.where(gemm, cache.cold_s_per_byte_at(once), cache.cold_s_per_byte)
         cold[idx] = hot[idx] + once * rate

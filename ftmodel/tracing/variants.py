@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "RNN_OPS", "channel_variant",
+__all__ = ["NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS", "channel_variant",
            "channels_last_conv_variant", "conv_variant",
            "planes_of", "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
            "steps_of"]
@@ -51,6 +51,8 @@ _VECTOR_BYTES = {"AVX512": 64, "AVX512_BF16": 64, "AMX": 64, "AVX2": 32}
 # eager's oneDNN convolutions, which reorder their weights and output on every call (a frozen
 # TorchScript graph's prepacked ones, "mkldnn_prepacked", do not)
 ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned"})
+# a frozen TorchScript graph's oneDNN convolutions, whose weights were reordered once, at freeze
+PREPACKED_VARIANTS = frozenset({"mkldnn_prepacked", "mkldnn_prepacked_unaligned"})
 
 
 @functools.lru_cache(maxsize=None)

@@ -263,9 +263,11 @@ def test_framework_sweeps_skip_what_a_framework_does_not_run_itself() -> None:
         assert not wanted("inductor", extern)
     # aten convolutions too, but on the channels-last tensors of inductor's layout choice
     assert wanted("inductor", "conv") and wanted("inductor", "conv_grouped")
-    # aten kernels, the shared curves serve; its prepacked oneDNN convolutions excepted
+    # aten kernels, the shared curves serve; its prepacked oneDNN convolutions and its linear
+    # layers (matmul on weights transposed at freeze) excepted
     assert wanted("torchscript", "conv") and wanted("torchscript", "conv_grouped")
-    assert not wanted("torchscript", "gemm") and not wanted("torchscript", "elementwise")
+    assert wanted("torchscript", "gemm")
+    assert not wanted("torchscript", "bmm") and not wanted("torchscript", "elementwise")
     assert not wanted("eager", "conv")  # the shared curves are eager's
 
 
@@ -327,13 +329,15 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
     # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
     # that op so that its other conv nodes (aten::conv1d) keep the shared ones
-    # (and, where samples on and off oneDNN's channel block number 3 or more, those of each)
+    # (and, where samples on and off oneDNN's channel block number 3 or more, those of each),
+    # its linear layers' (aten::matmul on the weights transposed at freeze, not other GEMMs)
     # and the curves of its oneDNN-layout reorders and of ReLU on blocked tensors
     new = set(after.device.op_classes) - set(before.device.op_classes)
     layout = {f"torchscript/{c}" for c in LAYOUT_CURVES}
     assert layout <= new
     assert {k.split(":")[0] for k in new - layout} == {
-        "torchscript/conv@mkldnn_convolution", "torchscript/conv_grouped@mkldnn_convolution"}
+        "torchscript/conv@mkldnn_convolution", "torchscript/conv_grouped@mkldnn_convolution",
+        "torchscript/gemm@matmul"}
     assert {k.split(":", 1)[1] for k in new - layout if ":" in k} <= {
         "mkldnn_prepacked", "mkldnn_prepacked_unaligned"}
     # a reorder of the smallest size costs oneDNN's per-call work: more than a dense copy of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -170,7 +171,6 @@ def test_own_curve_without_cold_data_borrows_the_shared_cold_penalty() -> None:
 def test_weights_read_once_per_image_are_looked_up_on_all_they_read() -> None:
     """A kernel that streams its weights once per image (Kernel.weight_reads) is priced on its
     curve at all the bytes it reads; the cold penalty it borrows is for each byte once."""
-    import dataclasses
 
     # a conv curve on which bytes cost time: intensity falls, time rises
     rows = tuple((m, b, 0.0, m / 1e10 + b / 1e9) for m in (1e6, 1e8) for b in (1e4, 1e6, 1e8))
@@ -195,7 +195,6 @@ def test_mac_kernels_pay_the_cache_probes_penalty_per_byte() -> None:
     framework's hot-only curve or on eager's curves with cold samples, is charged it for each
     byte it reads (each weight once); a memory-bound one keeps the shared curve's penalty;
     without it, a hot-only MAC curve borrows the shared reduction's and eager keeps its own."""
-    import dataclasses
 
     hot = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
     red = tuple((0.0, b, 8.0, b / 2e10) for b in (1e3, 1e5, 1e7))
@@ -249,10 +248,15 @@ def test_streaming_penalty_per_byte_follows_the_probed_layer_sizes() -> None:
     h0, c0 = DeviceModel(plain).hot_cold_times_s([big])
     assert h[0] == h0[0]
     assert c[0] - h[0] == pytest.approx(0.4 * (c0[0] - h0[0]), rel=1e-6)
-    # the probe's layers are GEMMs: a convolution reading as much keeps the narrow price
-    conv = Kernel("conv", int(1e8), 2**25, 0, "m", ("aten.convolution",))
+    # the probe's layers are GEMMs: an eager convolution (re-ordering its weights as it reads
+    # them) reading as much keeps the narrow price; a prepacked one streams as a GEMM does
+    conv = Kernel("conv", int(1e8), 2**25, 0, "m", ("aten.convolution",), variant="mkldnn")
     hc, cc = DeviceModel(probed).hot_cold_times_s([conv])
     assert cc[0] - hc[0] == pytest.approx(2**25 * 2e-10, rel=1e-6)
+    for variant in ("mkldnn_prepacked", "mkldnn_prepacked_unaligned"):
+        packed = dataclasses.replace(conv, variant=variant)
+        hp, cp = DeviceModel(probed).hot_cold_times_s([packed])
+        assert cp[0] - hp[0] == pytest.approx(2**25 * 0.4 * 2e-10, rel=1e-6)
 
 
 # ---- fallback -----------------------------------------------------------------------------------
