@@ -120,6 +120,7 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # (ts_conv_chain): timed alone, its to_mkldnn/to_dense and input reorder dominate. And its
     # linear layers: freezing transposes their weights once, so they run as aten::matmul on a
     # contiguous (in, out) matrix, then the bias add, not eager's addmm on the transposed view
+    # (torch/csrc/jit/passes/frozen_linear_transpose.cpp)
     # (an MLP of 2048-wide layers at batch 1 ran 0.79x eager's time on the EPYC)
     "torchscript": FrameworkSweep(("conv", "conv_grouped", "gemm"), quick_grid=False,
                                   by_op=True),
