@@ -92,7 +92,8 @@ from ftmodel.frameworks.base import canonical_framework, framework_names, get_fr
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (allocator_setting, cache_flusher, cpu_name, heap_kept, keep_heap,
+from ftmodel.measure import (allocator_setting, cache_flusher, cpu_identity, cpu_name, heap_kept,
+                             keep_heap,
                              last_level_cache_bytes, measure_interleaved, set_threads)
 from ftmodel.speed import speed_normalised
 from ftmodel.tracing.dispatch import trace
@@ -256,7 +257,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         keep_heap()
     name = name or ("local-cpu" if device == "cpu" else f"local-{device.replace(':', '')}")
     path = Path(out) if out is not None else default_profile_path(name)
-    base = (profile_to_update(path, device, n_threads, cpu_name(), allocator_setting())
+    base = (profile_to_update(path, device, n_threads, cpu_name(), allocator_setting(),
+                              cpu_identity())
             if update else None)
     if (base is not None and all(f == "eager" for f in fws)
             and not (device == "cpu" and page_fault_probe_stale(base.host, base.provenance))):
@@ -288,7 +290,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
     provenance: dict[str, Any] = {
-        "device": dev_name, "host_cpu": cpu_name(), "hostname": socket.gethostname(),
+        "device": dev_name, "host_cpu": cpu_name(), "cpu_identity": cpu_identity(),
+        "hostname": socket.gethostname(),
         "threads": n_threads, "allocator": allocator_setting(), "torch": torch.__version__, "date": _dt.datetime.now(
             _dt.timezone.utc).isoformat(timespec="seconds"),
         "settings": {"quick": quick, "rounds": rounds, "round_s": round_s, "passes": passes},

@@ -22,11 +22,13 @@ __all__ = ["KeptState", "kept_for_update", "profile_to_update"]
 
 
 def profile_to_update(path: Path, device: str, threads: int, cpu: str,
-                      allocator: str = "default") -> HardwareProfile:
+                      allocator: str = "default", identity: dict[str, str] | None = None
+                      ) -> HardwareProfile:
     """The calibrated profile at ``path`` that an update adds to, checked to be this machine's
-    (device type, thread count, host CPU ``cpu``) and measured with the same ``allocator``
-    setting (:func:`ftmodel.measure.allocator_setting`; profiles that do not record one were
-    measured with the default)."""
+    (device type, thread count, host CPU ``cpu`` and, where the profile records one, the CPU's
+    ``identity``, :func:`ftmodel.measure.cpu_identity`) and measured with the same
+    ``allocator`` setting (:func:`ftmodel.measure.allocator_setting`; profiles that do not
+    record one were measured with the default)."""
     if not path.exists():
         raise InvalidArgumentError(f"--update needs an existing profile at {str(path)!r}, and "
                                    "there is none; run the full calibration first (without "
@@ -48,10 +50,18 @@ def profile_to_update(path: Path, device: str, threads: int, cpu: str,
                                               "leave out --default-malloc") + ")")
     if base.host.cpu != cpu:
         problems.append(f"its host CPU is {base.host.cpu!r}, this one is {cpu!r}")
+    had_identity = base.provenance.get("cpu_identity")
+    if had_identity and identity and had_identity != identity:
+        problems.append(f"its CPU is {_identity_text(had_identity)}, this one is "
+                        f"{_identity_text(identity)} (same name, another machine)")
     if problems:
         raise InvalidArgumentError(f"cannot update profile {str(path)!r}: " + "; ".join(problems)
                                    + "; calibrate afresh into a new file instead")
     return base
+
+
+def _identity_text(identity: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(identity.items()))
 
 
 @dataclass

@@ -43,7 +43,7 @@ from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
            "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
-           "captured_repeats", "cpu_name", "fastest_over_fastest", "fastest_plausible", "heap_kept",
+           "captured_repeats", "cpu_identity", "cpu_name", "fastest_over_fastest", "fastest_plausible", "heap_kept",
            "keep_heap", "last_level_cache_bytes",
            "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
@@ -59,6 +59,27 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_identity() -> dict[str, str]:
+    """What tells two CPUs of one marketing name apart (a VM's "AMD EPYC" has been two machines
+    whose speed differed 1.7x): vendor, family, model and stepping as ``/proc/cpuinfo`` gives
+    them for the first processor, and the logical CPU count; empty where Linux does not say."""
+    fields = {"vendor_id": "vendor", "cpu family": "family", "model": "model",
+              "stepping": "stepping"}
+    out: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block only
+            key, _, value = line.partition(":")
+            if key.strip() in fields:
+                out[fields[key.strip()]] = value.strip()
+    except OSError:
+        return {}
+    if out:
+        out["cpus"] = str(os.cpu_count() or 0)
+    return out
 
 
 @dataclass(frozen=True)

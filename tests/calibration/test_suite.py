@@ -20,7 +20,7 @@ from ftmodel.program import Kernel
 import numpy as np
 
 from ftmodel.hardware.profile import OpClassData, read_profile
-from ftmodel.measure import heap_kept
+from ftmodel.measure import cpu_identity, heap_kept
 from ftmodel.tools.zoo import mlp
 
 
@@ -423,6 +423,32 @@ def test_update_refuses_a_profile_measured_with_another_allocator_setting(
     with pytest.raises(ValueError, match="allocator setting 'default'.*--default-malloc"):
         suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False, threads=1,
                         update=True)
+
+
+def test_update_refuses_a_profile_of_another_cpu_under_the_same_name(
+        quick_profile: Path, tmp_path: Path) -> None:
+    """A VM's CPU name ("AMD EPYC") has covered two machines 1.7x apart in speed: where the
+    profile records the CPU's identity, an update on another one is refused; a profile from
+    before the identity was recorded is not checked on it."""
+    data = json.loads(quick_profile.read_text())
+    here = cpu_identity()
+    if not here:
+        pytest.skip("this platform's /proc/cpuinfo gives no CPU identity")
+    assert data["provenance"]["cpu_identity"] == here
+    data["provenance"]["cpu_identity"] = {**here, "model": here.get("model", "") + "9"}
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="its CPU is .*model .*another machine"):
+        suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False, threads=1,
+                        update=True)
+    assert json.loads(path.read_text()) == data  # left as it was
+    from ftmodel.calibration.update import profile_to_update
+
+    del data["provenance"]["cpu_identity"]  # as profiles from before it was recorded
+    path.write_text(json.dumps(data))
+    prof = read_profile(path)
+    assert profile_to_update(path, "cpu", prof.host.threads, prof.host.cpu,
+                             prof.provenance.get("allocator", "default"), here) == prof
 
 
 @pytest.mark.requires_cuda
