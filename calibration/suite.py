@@ -76,25 +76,24 @@ from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from ftmodel.calibration.framework_host import compile_limits, framework_host_stage
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
+from ftmodel.calibration.in_model_cpu import in_model_stage
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
-from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
-from ftmodel.calibration.sweep_stage import (ClassTimes, caller, class_curves, derived_curves,
+from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
                                              grouped_curves, measure_class, measure_group)
 from ftmodel.calibration.rescale import at_speed
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
-from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
+from ftmodel.errors import BackendUnavailable, InvalidArgumentError
 from ftmodel.estimate.timeline import host_costs_s
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
 from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
-from ftmodel.measure import (allocator_setting, cache_flusher, cpu_identity, cpu_name, heap_kept,
-                             keep_heap,
-                             last_level_cache_bytes, measure_interleaved, set_threads)
+from ftmodel.measure import (allocator_setting, cache_flusher, cpu_identity, cpu_name, keep_heap,
+                             last_level_cache_bytes, set_threads)
 from ftmodel.speed import speed_normalised
 from ftmodel.tracing.dispatch import trace
 
@@ -159,53 +158,6 @@ def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int
     provenance["page_fault_probe"] = probe_page_fault_s(rounds)
     bar.step("page-fault probe", 1)
     return replace(host, page_fault_s=provenance["page_fault_probe"]["page_fault_s"])
-
-
-def _in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
-                    rounds: int, framework: str = "eager") -> FrameworkHost:
-    """Fit how op costs add up inside whole (random, synthetic) networks."""
-    from ftmodel.api import Predictor
-
-    # the networks are measured in this process: with the heap kept unless --default-malloc
-    predictor = Predictor(framework, partial, heap="kept" if heap_kept() else "plain")
-    fw = predictor.framework
-    # inductor compiles every network × batch (1-3 s each): two batches, but all 18 networks
-    # (6 small ones left its device scale to a few host-bound points: 0.83 against eager's 1.12)
-    nets = synthetic_networks(6 if quick else 18)
-    batches = (1, 8) if quick or framework == "inductor" else (1, 4, 16, 64)
-    fns, rows = {}, []
-    for net in nets:
-        for b in batches:
-            if fw.runner is None:  # eager: the module itself
-                inputs = tuple(t.to(device) for t in net.make_inputs(b))
-                fns[(net.name, b)] = caller(net.module.to(device), inputs)
-                prog = eager.lower(trace(net.module, net.make_inputs(b)))
-            else:
-                xs = net.make_inputs(b)
-                try:
-                    prog = fw.program(net.module, xs, b, trace(net.module, xs),
-                                      device=partial.device.type, dtype="fp32")
-                    fns[(net.name, b)] = fw.runner(net.module, xs, b,
-                                                   device=partial.device.type, dtype="fp32")
-                except FrameworkUnsupported:
-                    continue
-            tl = predictor.program_timeline(prog)
-            # host side as predicted, per-call cost included (0 for eager)
-            rows.append(((net.name, b), tl.overhead_s, tl.compute_s,
-                         float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches))
-    # each network's host work follows the meter's host reference, its kernels the GEMM
-    shares = {r[0]: r[1] / (r[1] + r[2]) if r[1] + r[2] > 0 else 0.0 for r in rows}
-    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.05, max_reps=30,
-                                   settle_s=fw.settle_s, host_share=shares)
-    sweep = FRAMEWORK_SWEEPS.get(framework)
-    forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
-    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                        [r[4] for r in rows], [measured[r[0]].time_s for r in rows],
-                        groups=[r[0][0] for r in rows], forms=forms)
-    samples = tuple(fh.samples) + tuple(
-        {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
-         "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]].time_s} for r in rows)
-    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
 
 
 def _canonical_or_raw(name: str) -> str:
@@ -328,7 +280,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
                                provenance=dict(provenance))
 
-    in_model = in_model_stage_async if device.startswith("cuda") else _in_model_stage
+    in_model = in_model_stage_async if device.startswith("cuda") else in_model_stage
     meter = speed_meter_for(device, base)
     probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
     provenance["reference_probe"] = probes

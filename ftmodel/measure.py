@@ -27,7 +27,6 @@ re-allocates a large activation does not page-fault it in afresh each time.
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Generic, TypeVar
 import torch
 
 from ftmodel.heap import DEFAULT_MALLOC_HELP, allocator_setting, heap_kept, keep_heap
+from ftmodel.machine import cpu_identity, cpu_name
 from ftmodel.speed import Reference, SpeedMeter, active_meter
 
 __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
@@ -48,38 +48,6 @@ __all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interl
            "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
-
-
-def cpu_name() -> str:
-    """This machine's CPU model as Linux names it (``/proc/cpuinfo``), else the platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_identity() -> dict[str, str]:
-    """What tells two CPUs of one marketing name apart (a VM's "AMD EPYC" has been two machines
-    whose speed differed 1.7x): vendor, family, model and stepping as ``/proc/cpuinfo`` gives
-    them for the first processor, and the logical CPU count; empty where Linux does not say."""
-    fields = {"vendor_id": "vendor", "cpu family": "family", "model": "model",
-              "stepping": "stepping"}
-    out: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if not line.strip():
-                break  # the first processor's block only
-            key, _, value = line.partition(":")
-            if key.strip() in fields:
-                out[fields[key.strip()]] = value.strip()
-    except OSError:
-        return {}
-    if out:
-        out["cpus"] = str(os.cpu_count() or 0)
-    return out
 
 
 @dataclass(frozen=True)
@@ -320,7 +288,6 @@ def last_level_cache_bytes(device: str = "cpu") -> int:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(device)
         return int(getattr(props, "L2_cache_size", 0))
-    from pathlib import Path
     best = 0
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
