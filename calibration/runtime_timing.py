@@ -1,7 +1,9 @@
 """A runtime's own timing of one op sample, for the framework curves of
 :mod:`ftmodel.calibration.framework_ops`: the frozen TorchScript graphs that time a prepacked
 oneDNN convolution as a model runs it (after another convolution), and the share of an ONNX
-Runtime session's node time its profiler gives the sample's main node.
+Runtime session's node time its profiler gives the sample's main node; and the chains of the
+cache probe (:mod:`ftmodel.calibration.cache`) run as a runtime's sessions
+(:data:`RUNTIME_CHAINS`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,21 @@ from torch import nn
 
 from ftmodel.calibration.ops import OpSample
 
-__all__ = ["ort_node_share", "ts_conv_chain"]
+__all__ = ["RUNTIME_CHAINS", "ort_chain", "ort_node_share", "ts_conv_chain"]
+
+
+def ort_chain(net: nn.Module, x: torch.Tensor) -> Callable[[], object]:
+    """A run of an ONNX Runtime session made from ``net`` on ``x`` (exported and optimized as
+    :mod:`ftmodel.frameworks.onnxruntime` does for a model; its weights packed then, once)."""
+    from ftmodel.frameworks import onnxruntime as ort_fw
+
+    return ort_fw.build(net, (x,), int(x.shape[0])).run
+
+
+# frameworks whose cache probe runs through their own runtime (ftmodel.calibration.cache):
+# ONNX Runtime streams weights it packed once, not as eager's libraries do on every call
+RUNTIME_CHAINS: dict[str, Callable[[nn.Module, torch.Tensor], Callable[[], object]]] = {
+    "onnxruntime": ort_chain}
 
 
 def _warm_reps(run: Callable[[], object], target_s: float, max_reps: int) -> int:

@@ -89,7 +89,7 @@ def kept_for_update(base: HardwareProfile, frameworks: list[str],
         classes={c: d for c, d in base.device.op_classes.items() if not c.startswith(own)},
         raw={c: r for c, r in base.provenance.get("raw_op_times", {}).items()
              if not c.startswith(own)},
-        cache=dict(base.device.cache),
+        cache={k: v for k, v in base.device.cache.items() if not k.startswith(own)},
         host=replace(base.host, frameworks={f: h for f, h in base.host.frameworks.items()
                                             if f not in frameworks}),
         provenance={**base.provenance, "updates": updates, "complete": False,

@@ -70,6 +70,12 @@ class CacheModel:
     narrow_bytes: float = 0.0
     wide_bytes: float = 0.0
     wide_ratio: float = 1.0
+    # a framework probed through its own runtime (its convolutions' weights packed once, with
+    # the session): its convolutions stream at the GEMM rate for their size times this. 0 where
+    # not probed: convolutions pay ``cold_s_per_byte``, the narrow layers' price (eager's
+    # re-order their weights on every call), unless their weights are prepacked
+    # (:func:`ftmodel.estimate.streaming.stream_mac_penalty`)
+    conv_ratio: float = 0.0
 
     @classmethod
     def from_params(cls, params: Mapping[str, float], framework: str = "") -> CacheModel | None:
@@ -83,7 +89,8 @@ class CacheModel:
             return None
         lo = get("lo_bytes", 0.0)
         return cls(lo, max(hi, lo + 1.0), get("stream_share", 1.0), get("cold_s_per_byte", 0.0),
-                   get("narrow_bytes", 0.0), get("wide_bytes", 0.0), get("wide_ratio", 1.0))
+                   get("narrow_bytes", 0.0), get("wide_bytes", 0.0), get("wide_ratio", 1.0),
+                   get("conv_ratio", 0.0))
 
     def cold_s_per_byte_at(self, layer_bytes: np.ndarray) -> np.ndarray:
         """The cold penalty per byte read of kernels reading ``layer_bytes`` each

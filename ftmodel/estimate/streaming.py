@@ -17,7 +17,9 @@ from ftmodel.program import Kernel
 from ftmodel.tracing.formulas import MAC_CLASSES
 from ftmodel.tracing.variants import PREPACKED_VARIANTS
 
-__all__ = ["read_once", "stream_mac_penalty"]
+__all__ = ["CONV_CLASSES", "read_once", "stream_mac_penalty"]
+
+CONV_CLASSES = frozenset({"conv", "conv_grouped"})  # what ``CacheModel.conv_ratio`` prices
 
 
 def read_once(kernels: Sequence[Kernel], idx: np.ndarray, br: np.ndarray) -> np.ndarray:
@@ -61,5 +63,10 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
         once = np.maximum(read_once(kernels, idx, br), 0.0)
         gemm = np.array([kernels[i].op_class == "gemm" or kernels[i].variant in PREPACKED_VARIANTS
                          for i in idx.tolist()], dtype=bool)
-        rate = np.where(gemm, cache.cold_s_per_byte_at(once), cache.cold_s_per_byte)
+        at_size = cache.cold_s_per_byte_at(once)
+        rate = np.where(gemm, at_size, cache.cold_s_per_byte)
+        if cache.conv_ratio > 0.0:  # the framework's own convolution chain was probed
+            conv = np.array([kernels[i].op_class in CONV_CLASSES for i in idx.tolist()],
+                            dtype=bool)
+            rate = np.where(conv, at_size * cache.conv_ratio, rate)
         cold[idx] = hot[idx] + once * rate

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from ftmodel.calibration.cache import LAYER_BYTES, fit_cache_model
+from ftmodel.calibration.cache import (CONV_LAYER_BYTES, LAYER_BYTES, fit_cache_model,
+                                       fit_runtime_cache)
 from ftmodel.calibration.networks import fit_in_model
 
 MIB = 1 << 20
@@ -103,6 +104,40 @@ def test_cache_fit_prices_wide_layers_streaming_by_their_own_chain() -> None:
     assert fit["wide_ratio"] == pytest.approx(0.3, rel=1e-6)
     assert (fit["narrow_bytes"], fit["wide_bytes"]) == (LAYER_BYTES, wide)
     assert "wide_ratio" not in fit_cache_model(_probe(12, 32, 0.6))  # an older probe: none
+
+
+def _runtime_probe(lo_mib: float, hi_mib: float, excess_s: float) -> dict[str, object]:
+    """A runtime's chains: 1 MiB layers hot at 8 µs, ``excess_s`` more per layer once their
+    weights stream; 16 MiB layers at 20 ps per byte over their hot time, 9 MiB convolutions
+    at 30."""
+    grid = [3, 8, 14, 19, 24, 29, 34, 38, 48, 58, 77, 96]
+    hot = 8e-6
+    per_layer = [hot + excess_s * float(np.clip((n - lo_mib) / (hi_mib - lo_mib), 0, 1))
+                 for n in grid]
+    wide = 16 * MIB
+    return {"layer_bytes": LAYER_BYTES, "grid_layers": grid, "per_layer_s": per_layer,
+            "hot_s": hot, "floor_s": 5e-6, "wide_layer_bytes": wide, "wide_layers": 6,
+            "wide_hot_s": 100e-6, "wide_per_layer_s": 100e-6 + 20e-12 * wide,
+            "conv_layer_bytes": CONV_LAYER_BYTES, "conv_layers": 11, "conv_hot_s": 200e-6,
+            "conv_per_layer_s": 200e-6 + 30e-12 * CONV_LAYER_BYTES}
+
+
+def test_runtime_cache_fit_prices_its_chains_with_the_shared_stream_share() -> None:
+    # narrow layers: 25 µs more per 1 MiB layer once streaming = 23.8 ps per byte in the chain
+    fit = fit_runtime_cache(_runtime_probe(8, 58, 25e-6), stream_share=0.5)
+    assert (fit["lo_bytes"], fit["hi_bytes"]) == (8 * MIB, 58 * MIB)
+    assert fit["stream_share"] == 0.5
+    narrow = 25e-6 / LAYER_BYTES  # what the chain pays per byte: stream_share x cold_s_per_byte
+    assert fit["cold_s_per_byte"] * 0.5 == pytest.approx(narrow, rel=1e-6)
+    assert fit["wide_ratio"] == pytest.approx(20e-12 / narrow, rel=1e-6)
+    # the convolutions against what the GEMM chains charge a 9 MiB layer (log-linear between
+    # the narrow and the wide layers' price per byte)
+    pos = np.log(CONV_LAYER_BYTES / LAYER_BYTES) / np.log(16)
+    gemm_at_conv = narrow * fit["wide_ratio"] ** pos
+    assert fit["conv_ratio"] == pytest.approx(30e-12 / gemm_at_conv, rel=1e-6)
+    # chains that never slowed down, or no shared stream share: nothing to model
+    assert fit_runtime_cache(_runtime_probe(8, 58, 0.0), stream_share=0.5) == {}
+    assert fit_runtime_cache(_runtime_probe(8, 58, 25e-6), stream_share=0.0) == {}
 
 
 def test_cache_fit_finds_nothing_when_flushing_changes_nothing() -> None:

@@ -14,6 +14,7 @@ import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import MAPPING, fresh_mapping
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
+from ftmodel.calibration.update import kept_for_update
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
@@ -212,6 +213,21 @@ def test_quick_calibration_fits_onnxruntime_host_costs(quick_profile: Path) -> N
     assert conv["events"]["kernel:conv"] == 3  # 3 chained Conv2d, one ORT Conv node each
     assert {"host_scale", "device_scale", "per_byte_s", "per_kernel_s"} <= set(ort.in_model)
     assert "onnxruntime" in prof.provenance["framework_stage_s"]
+
+    # its cache probe ran through ONNX Runtime's sessions: the chains' times less a session's
+    # floor, a convolution chain too; its fit (when the chains slowed down) is ORT's own
+    probe = prof.provenance["framework_cache_probes"]["onnxruntime"]
+    assert probe["floor_s"] > 0 and probe["conv_layers"] >= 2
+    assert all(t >= 0 for t in probe["per_layer_s"])
+    own = {k.split("/", 1)[1] for k in prof.device.cache if k.startswith("onnxruntime/")}
+    assert own <= {"lo_bytes", "hi_bytes", "stream_share", "cold_s_per_byte", "narrow_bytes",
+                   "wide_bytes", "wide_ratio", "conv_ratio"}
+    if own:
+        assert prof.device.cache["onnxruntime/stream_share"] == prof.device.cache["stream_share"]
+    # re-measuring ONNX Runtime into the profile starts from the shared model alone
+    kept = kept_for_update(prof, ["onnxruntime"], {**prof.provenance, "date": "d"})
+    assert not any(k.startswith("onnxruntime/") for k in kept.cache)
+    assert kept.cache == {k: v for k, v in prof.device.cache.items() if "/" not in k}
 
 
 @pytest.mark.requires_onnxruntime

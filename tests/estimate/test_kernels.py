@@ -259,6 +259,28 @@ def test_streaming_penalty_per_byte_follows_the_probed_layer_sizes() -> None:
         assert cp[0] - hp[0] == pytest.approx(2**25 * 0.4 * 2e-10, rel=1e-6)
 
 
+
+def test_a_framework_probed_through_its_runtime_streams_by_its_own_chains() -> None:
+    """``<framework>/`` cache entries (a cache probe run through the framework's runtime)
+    override the shared ones for that framework only; with its ``conv_ratio``, every
+    convolution, whatever its variant, streams at the GEMM rate for its size times the ratio."""
+    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.5, "cold_s_per_byte": 2e-10,
+             "narrow_bytes": 2.0**20, "wide_bytes": 2.0**24, "wide_ratio": 0.4,
+             "onnxruntime/cold_s_per_byte": 5e-11, "onnxruntime/wide_ratio": 1.0,
+             "onnxruntime/conv_ratio": 1.5}
+    classes = {"gemm": OpClassData("samples", SAT_ROWS), "conv": OpClassData("samples", SAT_ROWS)}
+    device = DeviceProfile("dev", "cpu", "sync", classes, cache=cache)
+    conv = Kernel("conv", int(1e8), 2**25, 0, "m", ("com.microsoft.nchwc::Conv",))
+    gemm = _gemm(1e8, 2**25)
+    h, c = DeviceModel(device, "fp32", "onnxruntime").hot_cold_times_s([gemm, conv])
+    assert c[0] - h[0] == pytest.approx(2**25 * 5e-11, rel=1e-6)
+    assert c[1] - h[1] == pytest.approx(2**25 * 5e-11 * 1.5, rel=1e-6)
+    # eager keeps the shared model: its convolution the narrow layers' price
+    he, ce = DeviceModel(device).hot_cold_times_s([gemm, conv])
+    assert ce[0] - he[0] == pytest.approx(2**25 * 0.4 * 2e-10, rel=1e-6)
+    assert ce[1] - he[1] == pytest.approx(2**25 * 2e-10, rel=1e-6)
+
+
 # ---- fallback -----------------------------------------------------------------------------------
 
 def test_missing_class_falls_back_with_warning() -> None:
