@@ -12,15 +12,19 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
+from ftmodel.calibration.cache import ChainRunner, fit_runtime_cache, probe_runtime_cache
 from ftmodel.calibration.ops import OpSample
+from ftmodel.frameworks.base import get_framework
 
-__all__ = ["RUNTIME_CHAINS", "ort_chain", "ort_node_share", "ts_conv_chain"]
+__all__ = ["RUNTIME_CHAINS", "ort_chain", "ort_node_share", "runtime_cache_stage",
+           "ts_conv_chain"]
 
 
 def ort_chain(net: nn.Module, x: torch.Tensor) -> Callable[[], object]:
@@ -33,8 +37,23 @@ def ort_chain(net: nn.Module, x: torch.Tensor) -> Callable[[], object]:
 
 # frameworks whose cache probe runs through their own runtime (ftmodel.calibration.cache):
 # ONNX Runtime streams weights it packed once, not as eager's libraries do on every call
-RUNTIME_CHAINS: dict[str, Callable[[nn.Module, torch.Tensor], Callable[[], object]]] = {
-    "onnxruntime": ort_chain}
+RUNTIME_CHAINS: dict[str, ChainRunner] = {"onnxruntime": ort_chain}
+
+
+def runtime_cache_stage(framework: str, llc_bytes: int, quick: bool, rounds: int,
+                        shared: Mapping[str, float], provenance: dict[str, Any]
+                        ) -> dict[str, float]:
+    """The cache probe run through ``framework``'s runtime
+    (:func:`ftmodel.calibration.cache.probe_runtime_cache`); its raw probe goes into the
+    provenance (``framework_cache_probes``), its fit (with the shared probe's stream share,
+    from ``shared``, the profile's cache mapping) is returned under ``<framework>/`` keys
+    (empty when the chains never slowed down)."""
+    probe = probe_runtime_cache(RUNTIME_CHAINS[framework], llc_bytes, rounds=rounds,
+                                quick=quick, settle_s=get_framework(framework).settle_s)
+    provenance["framework_cache_probes"] = {
+        **provenance.get("framework_cache_probes", {}), framework: probe}
+    fit = fit_runtime_cache(probe, float(shared.get("stream_share", 0.0)))
+    return {f"{framework}/{k}": v for k, v in fit.items()}
 
 
 def _warm_reps(run: Callable[[], object], target_s: float, max_reps: int) -> int:

@@ -72,8 +72,7 @@ import torch
 from torch import nn
 
 from ftmodel.calibration.allocator import MAPPING, probe_page_fault_s
-from ftmodel.calibration.cache import (fit_cache_model, fit_runtime_cache, probe_cache,
-                                       probe_runtime_cache)
+from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from ftmodel.calibration.framework_host import compile_limits, framework_host_stage
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
@@ -84,7 +83,7 @@ from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
 from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
                                              grouped_curves, measure_class, measure_group)
 from ftmodel.calibration.rescale import at_speed
-from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS
+from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, InvalidArgumentError
@@ -160,22 +159,6 @@ def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int
     provenance["page_fault_probe"] = probe_page_fault_s(rounds)
     bar.step("page-fault probe", 1)
     return replace(host, page_fault_s=provenance["page_fault_probe"]["page_fault_s"])
-
-
-def _runtime_cache_stage(framework: str, llc_bytes: int, quick: bool, rounds: int,
-                         shared: Mapping[str, float], provenance: dict[str, Any]
-                         ) -> dict[str, float]:
-    """The cache probe run through ``framework``'s runtime
-    (:func:`ftmodel.calibration.cache.probe_runtime_cache`); its raw probe goes into the
-    provenance (``framework_cache_probes``), its fit (with the shared probe's stream share,
-    from ``shared``, the profile's cache mapping) is returned under ``<framework>/`` keys
-    (empty when the chains never slowed down)."""
-    probe = probe_runtime_cache(RUNTIME_CHAINS[framework], llc_bytes, rounds=rounds,
-                                quick=quick, settle_s=get_framework(framework).settle_s)
-    provenance["framework_cache_probes"] = {
-        **provenance.get("framework_cache_probes", {}), framework: probe}
-    fit = fit_runtime_cache(probe, float(shared.get("stream_share", 0.0)))
-    return {f"{framework}/{k}": v for k, v in fit.items()}
 
 
 def _canonical_or_raw(name: str) -> str:
@@ -377,8 +360,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         probe(f"{fw_name} curves")
                     if fw_name in RUNTIME_CHAINS and device == "cpu" and cold:
                         if cache.get("stream_share"):  # a shared cache model to start from
-                            cache.update(_runtime_cache_stage(fw_name, llc_bytes, quick, rounds,
-                                                              cache, provenance))
+                            cache.update(runtime_cache_stage(fw_name, llc_bytes, quick, rounds,
+                                                             cache, provenance))
                         bar.step(f"{fw_name} cache probe", 1)
                         write_profile(snapshot(False), path)
                     ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
