@@ -8,7 +8,7 @@ copy (``benchmarks/repredict.py``) separates the change from a fresh calibration
 not a calibration: the classes measured now sit beside curves and in-model terms measured
 another day, possibly at another speed of the machine. The copy's provenance lists the classes
 measured again and when. Runs each class's stage as ``ftmodel calibrate`` does (hot and cold
-rounds; per-op curves of norm and pool; the per-call curve of fused LSTM layers, their host
+rounds; variant curves; per-op curves of norm and pool; the per-call curve of fused LSTM layers, their host
 cost priced with the profile's eager host part). CPU profiles only.
 """
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.calibration.ops import named_sweeps  # noqa: E402
-from ftmodel.calibration.sweep_stage import class_stage, derived_curves  # noqa: E402
+from ftmodel.calibration.sweep_stage import class_stage, derived_curves, grouped_curves  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.errors import InvalidArgumentError  # noqa: E402
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
@@ -59,9 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         for cls in classes:
             print(f"measuring {cls} ({len(sweeps[cls])} samples)", flush=True)
-            op_classes[cls], raw[cls], _ = class_stage(
+            op_classes[cls], raw[cls], variants = class_stage(
                 sweeps[cls], "cpu", 5, 0.03, flush,
                 host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
+            # the variant curves (e.g. conv:mkldnn_unaligned) from the new samples, as the
+            # calibration's sweep makes them
+            op_classes = {k: v for k, v in op_classes.items() if not k.startswith(f"{cls}:")}
+            op_classes.update(grouped_curves(f"{cls}:", op_classes[cls], variants))
             op_classes.update(derived_curves(cls, op_classes[cls], raw[cls]))
     provenance = dict(prof.provenance, raw_op_times=raw)
     provenance["resampled"] = list(provenance.get("resampled", [])) + [{

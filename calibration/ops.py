@@ -193,6 +193,33 @@ def _grouped_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
     return configs
 
 
+# (input, output) channels per group of the grouped convolutions oneDNN runs as GEMMs
+_GEMM_GROUP_SHAPES = ((1, 2), (1, 2), (1, 4), (2, 2), (2, 4), (3, 3))
+_GEMM_GROUP_CHANNELS = (24, 32, 48, 64, 96, 128, 192, 384)
+
+
+def _gemm_grouped_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
+    """Random grouped convolutions of 1-3 input channels per group (channel multipliers 1-4,
+    kernels 1x1 to 7x7), which oneDNN runs as im2col and a GEMM per group, within the grid's
+    limits, from a generator of their own."""
+    rng = random.Random(8765)
+    configs: list[tuple[int, ...]] = []
+    while len(configs) < n:
+        b = rng.choice(grid.conv_batches)
+        per_in, per_out = rng.choice(_GEMM_GROUP_SHAPES)
+        groups = rng.choice(_GEMM_GROUP_CHANNELS)
+        hw = rng.choice([4, 7, 14, 28, 32, 56])
+        k = rng.choice([1, 3, 3, 5, 7, 7])
+        stride = rng.choice([1, 2])
+        if hw < k:
+            k = 1
+        macs = b * (hw // stride) ** 2 * groups * per_out * per_in * k * k
+        if macs > grid.conv_max_macs / 8 or b * groups * per_in * hw * hw > grid.conv_max_input:
+            continue
+        configs.append((b, groups * per_in, groups * per_out, hw, k, stride, groups))
+    return configs
+
+
 def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Module:
     conv = nn.Conv2d(cin, cout, k, stride, padding=k // 2, groups=groups, bias=False)
     return conv.requires_grad_(False)
@@ -207,9 +234,13 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     for b, cin, cout, hw, k, stride, groups in _conv_configs(rng, n, depthwise, grid):
         out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
                             _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))
-    if depthwise and grid.grouped_samples:
-        for b, cin, cout, hw, k, stride, groups in _grouped_configs(
-                grid.grouped_samples if not quick else 3, grid):
+    # grouped convolutions beside the depthwise ones: of 4-64 channels per group, and those
+    # oneDNN runs as GEMMs
+    extra = ((_grouped_configs, grid.grouped_samples),
+             (_gemm_grouped_configs, grid.gemm_grouped_samples)) if depthwise else ()
+    for configs, count in extra:
+        for b, cin, cout, hw, k, stride, groups in (configs(count if not quick else 3, grid)
+                                                    if count else ()):
             out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
                                 f"g{groups}", _conv_module(cin, cout, k, stride, groups),
                                 (_r(b, cin, hw, hw),)))

@@ -51,6 +51,11 @@ class SweepGrid:
     # ones on the same curve: per MAC they move several times the bytes of a dense convolution
     # and a few times fewer than a depthwise one, so neither family's samples price them
     grouped_samples: int = 0
+    # grouped convolutions that oneDNN runs as im2col and a GEMM per group (1-3 channels per
+    # group, or a channel multiplier: FastViT's and MobileOne's downsampling, 48 channels to 96
+    # in 48 groups; ``ftmodel.tracing.variants.grouped_runs_gemm``), at 4-13 GMAC/s where the
+    # direct kernels reach 30-90: a curve of their own (``conv_grouped:mkldnn_gemm``)
+    gemm_grouped_samples: int = 0
 
 
 CPU_GRID = SweepGrid(
@@ -65,7 +70,7 @@ CPU_GRID = SweepGrid(
                       (1, 960, 1280, 1, 1), (4, 960, 1280, 1, 1), (16, 960, 1280, 1, 1),
                       (4, 1024, 2048, 1, 1), (16, 1024, 2048, 1, 1)),
     lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
-    grouped_samples=16)
+    grouped_samples=16, gemm_grouped_samples=12)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,

@@ -3,7 +3,8 @@
 
 * Convolutions: the backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
-  (:func:`channel_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
+  (:func:`channel_variant`) and whether a grouped convolution runs as im2col and a GEMM per
+  group (:func:`grouped_runs_gemm`); ``_nhwc`` added for a 2-d convolution that inductor runs on
   channels-last tensors (:func:`channels_last_conv_variant`).
 * Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
   their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
@@ -22,8 +23,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS", "channel_variant",
-           "channels_last_conv_variant", "conv_variant",
+__all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS", "channel_variant",
+           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm",
            "planes_of", "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
            "steps_of"]
 
@@ -48,9 +49,18 @@ def _conv_backend(args: Sequence[Any]) -> str:
 # the bytes of one vector register of the CPU capability ATen dispatches to here: oneDNN blocks
 # a convolution's channels by that many elements (16 fp32 with AVX-512, 8 with AVX2)
 _VECTOR_BYTES = {"AVX512": 64, "AVX512_BF16": 64, "AMX": 64, "AVX2": 32}
-# eager's oneDNN convolutions, which reorder their weights and output on every call (a frozen
-# TorchScript graph's prepacked ones, "mkldnn_prepacked", do not)
-ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned"})
+# eager's oneDNN convolutions, which reorder their weights and output (or, run as GEMMs, unfold
+# their input) on every call (a frozen TorchScript graph's prepacked ones, "mkldnn_prepacked",
+# do not)
+ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned", "mkldnn_gemm"})
+# what ends the variant of a grouped convolution that oneDNN runs as im2col and a GEMM per group
+# (:func:`grouped_runs_gemm`); a profile without curves of such convolutions prices them on the
+# curves of the variant without it (ftmodel.estimate.kernels)
+GROUPED_GEMM = "_gemm"
+# channels per group, in and out, that oneDNN's direct grouped kernels need: a multiple of
+# this for the CPU capability ATen dispatches to (oneDNN 3.x; AVX-512 measured on an AMD EPYC,
+# AVX2 with ONEDNN_MAX_CPU_ISA=AVX2 on the same machine)
+_GROUPED_MULTIPLE = {"AVX512": 4, "AVX512_BF16": 4, "AMX": 4, "AVX2": 8}
 # a frozen TorchScript graph's oneDNN convolutions, whose weights were reordered once, at freeze
 PREPACKED_VARIANTS = frozenset({"mkldnn_prepacked", "mkldnn_prepacked_unaligned"})
 
@@ -63,6 +73,10 @@ def _channel_block(dtype: Any) -> int:
     return vector // size if vector and size else 0
 
 
+def _conv_groups(args: Sequence[Any]) -> int:
+    return int(args[8]) if len(args) > 8 and isinstance(args[8], int) and args[8] > 0 else 1
+
+
 def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
     """(input, output) channels of ``convolution(input, weight, ..., transposed, _, groups)``;
     (0, 0) where the shapes say nothing."""
@@ -70,8 +84,26 @@ def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
     if len(x) < 2 or len(w) < 2:
         return 0, 0
     transposed = bool(args[6]) if len(args) > 6 and isinstance(args[6], bool) else False
-    groups = int(args[8]) if len(args) > 8 and isinstance(args[8], int) else 1
+    groups = _conv_groups(args)
     return int(x[1]), int(w[1] * groups if transposed else w[0])
+
+
+def grouped_runs_gemm(c_in: int, c_out: int, groups: int) -> bool:
+    """Whether oneDNN runs this grouped convolution as im2col and a GEMM per group
+    (``x64:gemm:jit``) rather than by its direct kernels: a grouped convolution that is not
+    depthwise (one input and one output channel per group) and whose channels per group, in or
+    out, are not a multiple of what the direct grouped kernels take on this CPU (4 fp32
+    channels with AVX-512, 8 with AVX2). Such convolutions run several times slower per MAC
+    (FastViT's downsampling: 48 channels to 96 in 48 groups, 7x7, at batch 16 on a 2-vCPU AMD
+    EPYC: 4.5 ms, 4 GMAC/s, where the depthwise 48 to 48 took 0.8 ms). False off x86 and where
+    the shapes say nothing."""
+    multiple = _GROUPED_MULTIPLE.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    if not multiple or groups <= 1 or c_in <= 0 or c_out <= 0 or c_in % groups or c_out % groups:
+        return False
+    per_in, per_out = c_in // groups, c_out // groups
+    if per_in == 1 and per_out == 1:
+        return False
+    return bool(per_in % multiple or per_out % multiple)
 
 
 def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> str:
@@ -91,9 +123,13 @@ def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> s
 
 def conv_variant(args: Sequence[Any]) -> str:
     """A ``convolution`` call's variant: the backend eager selects for it (:func:`channel_variant`
-    for oneDNN's)."""
+    for oneDNN's), ``mkldnn_gemm`` for a grouped one oneDNN runs as GEMMs
+    (:func:`grouped_runs_gemm`)."""
     c_in, c_out = _conv_channels(args)
-    return channel_variant(_conv_backend(args), c_in, c_out, getattr(args[0], "dtype", None))
+    backend = _conv_backend(args)
+    if backend == "mkldnn" and grouped_runs_gemm(c_in, c_out, _conv_groups(args)):
+        return backend + GROUPED_GEMM
+    return channel_variant(backend, c_in, c_out, getattr(args[0], "dtype", None))
 
 
 # what ends the variant of a convolution run on channels-last tensors

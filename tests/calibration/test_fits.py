@@ -255,10 +255,34 @@ def test_cpu_grouped_sweep_samples_grouped_convolutions_beside_depthwise_ones() 
     convs = [s.module for s in op_samples(False, CPU_GRID)["conv_grouped"] if not s.is_floor]
     assert all(isinstance(m, nn.Conv2d) and m.groups > 1 for m in convs)
     grouped = [m for m in convs if m.in_channels // m.groups >= 4]  # type: ignore[operator]
-    depthwise = [m for m in convs if m.groups == m.in_channels]
+    depthwise = [m for m in convs if m.groups == m.in_channels == m.out_channels]
     assert len(grouped) == CPU_GRID.grouped_samples >= 10
     assert len(depthwise) == CPU_GRID.depthwise_samples  # unchanged beside them
     assert {m.in_channels // m.groups for m in grouped} >= {4, 8, 16}  # type: ignore[operator]
+
+
+def test_cpu_grouped_sweep_samples_the_convolutions_onednn_runs_as_gemms() -> None:
+    """Grouped convolutions of 1-3 input channels per group (FastViT's downsampling: 48 to 96
+    channels in 48 groups) run as im2col and GEMMs: the sweep samples them, and where this CPU
+    runs them so, the trace gives them the variant of their own curve."""
+    from ftmodel.calibration.ops import CPU_GRID, op_samples
+    from ftmodel.tracing.dispatch import trace
+    from ftmodel.tracing.variants import grouped_runs_gemm
+
+    convs = [s.module for s in op_samples(False, CPU_GRID)["conv_grouped"] if not s.is_floor]
+    gemm = [m for m in convs if isinstance(m, nn.Conv2d) and m.in_channels // m.groups < 4
+            and not m.in_channels == m.out_channels == m.groups]
+    assert len(gemm) == CPU_GRID.gemm_grouped_samples >= 10
+    assert {m.out_channels // m.in_channels for m in gemm} >= {1, 2, 4}
+    assert {m.kernel_size[0] for m in gemm} >= {1, 3, 7}
+    if grouped_runs_gemm(48, 96, 48):  # x86 with AVX-512 or AVX2
+        quick = [s for s in op_samples(True, CPU_GRID)["conv_grouped"] if not s.is_floor
+                 and s.module.in_channels // s.module.groups < 4  # type: ignore[operator]
+                 and s.module.out_channels != s.module.groups]
+        assert len(quick) == 3  # enough for a curve of their own in a quick calibration
+        variants = {r.variant for s in quick for r in trace(s.module, s.inputs).records
+                    if r.op_class.startswith("conv")}
+        assert variants == {"mkldnn_gemm"}
 
 
 def test_inductor_conv_samples_run_channels_last_as_inductor_lays_them_out() -> None:

@@ -580,6 +580,29 @@ def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     assert steps == t and rec == pytest.approx(h / (i + h), abs=1e-4)
 
 
+def test_grouped_convolutions_run_as_gemms_take_their_own_curve_or_the_backends() -> None:
+    # a profile with curves of grouped convolutions run as GEMMs (variant mkldnn_gemm) prices
+    # them there; one without (calibrated before they were sampled) on oneDNN's curve, as before
+    slow = tuple((m, b_r, b_w, 5 * t) for m, b_r, b_w, t in SAT_ROWS)
+    fast = tuple((m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS)
+    k = Kernel("conv_grouped", 10**7, 10**6, 10**6, "ds", ("aten.convolution.default",),
+               variant="mkldnn_gemm")
+    base = {"conv_grouped": OpClassData("samples", SAT_ROWS),
+            "conv_grouped:mkldnn": OpClassData("samples", fast)}
+    old = DeviceModel(_device(base), "fp32")
+    assert old._key("conv_grouped", "mkldnn_gemm", "") == "conv_grouped:mkldnn"
+    new = DeviceModel(_device({**base, "conv_grouped:mkldnn_gemm": OpClassData("samples", slow)}),
+                      "fp32")
+    assert new._key("conv_grouped", "mkldnn_gemm", "") == "conv_grouped:mkldnn_gemm"
+    (t_old,), (t_new,) = old.kernel_times_s([k]), new.kernel_times_s([k])
+    assert t_new == pytest.approx(2.5 * t_old, rel=1e-2)
+    # inductor's channels-last variant falls back the same way
+    assert old._key("conv_grouped", "mkldnn_gemm_nhwc", "") == "conv_grouped"
+    nhwc = DeviceModel(_device({**base, "conv_grouped:mkldnn_nhwc": OpClassData("samples", fast)}),
+                       "fp32")
+    assert nhwc._key("conv_grouped", "mkldnn_gemm_nhwc", "") == "conv_grouped:mkldnn_nhwc"
+
+
 def test_convolutions_off_the_channel_block_take_their_own_curve() -> None:
     # eager's oneDNN convolutions on and off the channel block (variants mkldnn and
     # mkldnn_unaligned) and a framework's prepacked ones keyed by op and variant each take their

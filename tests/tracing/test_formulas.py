@@ -308,6 +308,36 @@ def test_a_convolution_off_onednns_channel_block_has_a_variant_of_its_own() -> N
 
 
 
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
+                    reason="oneDNN's grouped kernels are known for AVX-512 and AVX2 CPUs")
+def test_grouped_convolutions_onednn_runs_as_gemms_have_a_variant_of_their_own(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A grouped convolution that is not depthwise and whose channels per group are off what
+    oneDNN's direct grouped kernels take runs as im2col and a GEMM per group: the traced variant
+    says so exactly where oneDNN, asked for its verbose log, names that implementation."""
+    from ftmodel.tracing.variants import grouped_runs_gemm
+
+    cases = [(48, 96, 48), (48, 96, 24), (64, 64, 32), (96, 96, 16), (128, 128, 32),
+             (48, 48, 48), (24, 72, 24), (192, 192, 8), (36, 36, 12), (64, 128, 2)]
+    for c_in, c_out, groups in cases:
+        conv = nn.Conv2d(c_in, c_out, 3, padding=1, groups=groups, bias=False).eval()
+        x = torch.randn(1, c_in, 8, 8)
+        with torch.no_grad():
+            conv(x)
+            capfd.readouterr()
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                conv(x)
+        impls = [line.split(",")[6] for line in capfd.readouterr().out.splitlines()
+                 if ",exec,cpu,convolution," in line]
+        if not impls:
+            pytest.skip("this build's oneDNN does not log its primitives")
+        tr = trace(conv, x)
+        (variant,) = [r.variant for r in tr.records if r.op_class.startswith("conv")]
+        on_gemm = impls[0].startswith("x64:gemm")
+        assert grouped_runs_gemm(c_in, c_out, groups) == on_gemm, (c_in, c_out, groups, impls)
+        assert (variant == "mkldnn_gemm") == on_gemm, (c_in, c_out, groups, variant)
+
+
 def test_a_convolution_on_channels_last_tensors_is_its_own_variant() -> None:
     """Inductor runs 2-d convolutions on channels-last tensors, for which oneDNN picks other
     kernels: their variant says so; 1-d convolutions, which inductor leaves contiguous, keep
