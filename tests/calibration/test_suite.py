@@ -542,3 +542,31 @@ def test_calibrate_rejects_a_bad_number_of_passes(tmp_path: Path, passes: Any) -
     with pytest.raises(InvalidArgumentError, match="passes must be a whole number"):
         suite.calibrate("cpu", ("eager",), tmp_path / "x.json", progress=False, passes=passes)
     assert not (tmp_path / "x.json").exists()
+
+
+def test_in_model_networks_measured_in_several_passes_keep_each_ones_median(
+        quick_profile: Path) -> None:
+    """The in-model stage's networks are built once and measured once per sweep pass; each
+    network's time is the median of its passes', and every pass's time is kept."""
+    from dataclasses import replace
+
+    from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_networks,
+                                                  measure_in_model)
+
+    prof = read_profile(quick_profile)
+    fh = prof.host.frameworks["eager"]
+    nets = in_model_networks(prof, "cpu", quick=True)
+    assert len(nets.programs) == len(nets.fns) == 12  # 6 networks at batch 1 and 8
+    one = measure_in_model(nets, prof, "cpu", rounds=2)
+    assert set(one) == set(nets.programs) and all(t > 0 for t in one.values())
+    passes = [{k: t * f for k, t in one.items()} for f in (1.0, 3.0, 1.2)]
+    bare = replace(fh, samples=(), in_model={})
+    fitted = fit_in_model_stage(prof, bare, nets, passes)
+    rows = {s["network"]: s for s in fitted.samples}
+    for (net, b), t in one.items():
+        row = rows[f"{net}@b{b}"]
+        assert row["pass_time_s"] == [t, 3.0 * t, 1.2 * t]
+        assert row["time_s"] == pytest.approx(1.2 * t)  # the median, not the slow pass
+    assert fitted.in_model["cv_median_ape"] >= 0.0
+    once = fit_in_model_stage(prof, bare, nets, passes[:1])
+    assert all("pass_time_s" not in s for s in once.samples)
