@@ -88,6 +88,12 @@ def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
     return int(x[1]), int(w[1] * groups if transposed else w[0])
 
 
+@functools.lru_cache(maxsize=None)
+def _grouped_multiple() -> int:
+    """Channels per group oneDNN's direct grouped kernels take on this CPU (0: unknown)."""
+    return _GROUPED_MULTIPLE.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+
+
 def grouped_runs_gemm(c_in: int, c_out: int, groups: int) -> bool:
     """Whether oneDNN runs this grouped convolution as im2col and a GEMM per group
     (``x64:gemm:jit``) rather than by its direct kernels: a grouped convolution that is not
@@ -97,7 +103,7 @@ def grouped_runs_gemm(c_in: int, c_out: int, groups: int) -> bool:
     (FastViT's downsampling: 48 channels to 96 in 48 groups, 7x7, at batch 16 on a 2-vCPU AMD
     EPYC: 4.5 ms, 4 GMAC/s, where the depthwise 48 to 48 took 0.8 ms). False off x86 and where
     the shapes say nothing."""
-    multiple = _GROUPED_MULTIPLE.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    multiple = _grouped_multiple()
     if not multiple or groups <= 1 or c_in <= 0 or c_out <= 0 or c_in % groups or c_out % groups:
         return False
     per_in, per_out = c_in // groups, c_out // groups
