@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop-curves", default="",
                     help="comma-separated op-class keys to remove from the profile first (an "
                          "ablation: the same profile without those curves)")
+    ap.add_argument("--page-fault-s", type=float, default=None,
+                    help="seconds per freshly mapped page instead of the profile's own (an "
+                         "ablation: the same profile with another probe's page-fault price)")
     ap.add_argument("--points", action="store_true",
                     help="also print every point: measured ms, committed and current "
                          "predicted / measured")
@@ -73,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         profile = dataclasses.replace(profile, device=dataclasses.replace(
             profile.device, op_classes={k: v for k, v in profile.device.op_classes.items()
                                         if k not in drop}))
+    if args.page_fault_s is not None:
+        if profile.host is None or not args.page_fault_s >= 0.0:
+            raise SystemExit(f"--page-fault-s {args.page_fault_s}: needs a CPU profile with a "
+                             "host half and a price >= 0 seconds per page")
+        profile = dataclasses.replace(profile, host=dataclasses.replace(
+            profile.host, page_fault_s=args.page_fault_s))
     corpus = "half" in rows[0]
     nominal_s = nominal_reference_s(profile.provenance) or float("nan")
     nominal_host_s = nominal_host_reference_s(profile.provenance)

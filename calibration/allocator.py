@@ -14,20 +14,28 @@ and anonymous, as malloc's are: Python's ``mmap.mmap(-1, n)`` defaults to ``MAP_
 pages are shared memory (tmpfs) and cost about twice as much to fault in (AMD EPYC, 2 threads:
 1.6-1.7 µs per page shared, 0.85 µs private, 0.84 µs for a 32 MiB tensor that glibc's malloc
 maps afresh every call).
+
+The price is not steady on every machine: on the 2-vCPU AMD EPYC VM one calibration's probe
+found 5.9 µs per page (for the whole two seconds it ran) where the probes before and after it
+found 1.0-1.5 µs, and the plain processes measured afterwards paid the usual price. A full CPU
+calibration therefore probes once at the start and again after every sweep pass, and keeps the
+median (:func:`median_probe`).
 """
 
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from ftmodel.hardware.profile import HostProfile
 from ftmodel.measure import measure_interleaved
 
-__all__ = ["MAPPING", "PAGE_BYTES", "fresh_mapping", "probe_page_fault_s"]
+__all__ = ["MAPPING", "PAGE_BYTES", "fresh_mapping", "median_probe", "page_fault_probe_stale",
+           "probe_page_fault_s"]
 
 PAGE_BYTES = 4096
 SIZES_MIB = (2, 8, 32)
@@ -81,3 +89,24 @@ def probe_page_fault_s(rounds: int = 5, round_s: float = 0.05) -> dict[str, Any]
                     for m, p in zip(SIZES_MIB, pages)],
         "intercept_s": float(intercept),
     }
+
+
+def median_probe(probes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The probe of ``probes`` (:func:`probe_page_fault_s` results taken at different times of
+    one calibration) whose per-page price is the median, the lower one of an even count, with
+    every probe's price in order under ``"per_probe_s"``. One probe that caught the machine
+    paging slowly (or quickly) for a moment then decides nothing."""
+    if not probes:
+        raise ValueError("median_probe needs at least one page-fault probe, got none")
+    ranked = sorted(probes, key=lambda p: float(p["page_fault_s"]))
+    return {**ranked[(len(ranked) - 1) // 2],
+            "per_probe_s": [float(p["page_fault_s"]) for p in probes]}
+
+
+def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
+    """Whether a CPU profile's page-fault price must be (re-)measured: it has none, or it came
+    from a probe that mapped shared memory (profiles before the probe recorded its
+    ``mapping``), which prices a fault about twice what malloc's private pages cost."""
+    probe = provenance.get("page_fault_probe")
+    return (host is None or host.page_fault_s == 0.0 or not isinstance(probe, dict)
+            or probe.get("mapping") != MAPPING)

@@ -19,7 +19,8 @@
    eager; on a CPU its networks are measured at the end of every sweep pass and each keeps its
    median (``ftmodel.calibration.in_model_cpu``): measured once, at the end, the fitted device
    scale of three fresh calibrations on the AMD EPYC was 1.03, 1.02 and 0.93, whose op curves
-   agreed within 1-3% per class;
+   agreed within 1-3% per class. The page-fault price (``ftmodel.calibration.allocator``) is
+   probed before the sweeps and after every pass, and the median probe is kept;
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
    programs (``ftmodel.calibration.dispatch.compiled_host_programs``; :mod:`ftmodel.calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
@@ -67,14 +68,14 @@ import os
 import socket
 import time
 from dataclasses import replace
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ftmodel.calibration.allocator import MAPPING, probe_page_fault_s
+from ftmodel.calibration.allocator import median_probe, page_fault_probe_stale, probe_page_fault_s
 from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.dispatch import HostProgram, fit_event_costs, host_programs
 from ftmodel.calibration.framework_host import compile_limits, framework_host_stage
@@ -146,15 +147,6 @@ def _host_stage(programs: list[HostProgram], device: str, rounds: int, round_s: 
     samples = tuple({"program": p.name, "events": c, "time_s": t, "spread": measured[p.name][1]}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
-
-
-def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
-    """Whether a CPU profile's page-fault price must be (re-)measured: it has none, or it came
-    from a probe that mapped shared memory (profiles before the probe recorded its
-    ``mapping``), which prices a fault about twice what malloc's private pages cost."""
-    probe = provenance.get("page_fault_probe")
-    return (host is None or host.page_fault_s == 0.0 or not isinstance(probe, dict)
-            or probe.get("mapping") != MAPPING)
 
 
 def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
@@ -313,6 +305,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 nets = in_model_networks(snapshot(False), device, quick) \
                     if device == "cpu" else None
                 in_model_times: list[dict[tuple[str, int], float]] = []
+                fault_probes = [provenance["page_fault_probe"]] if nets is not None else []
                 for n_pass in range(1, passes + 1):  # each pass over every class in turn
                     for cls in OP_SWEEP_CLASSES:
                         if not sweeps[cls]:
@@ -328,9 +321,10 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         label = f" pass {n_pass}/{passes}" if passes > 1 else ""
                         bar.step(f"{cls} ({len(sweeps[cls])} sizes){label}", len(sweeps[cls]))
                         write_profile(snapshot(False), path)
-                    if nets is not None:
+                    if nets is not None:  # and the page-fault price, at each pass's end
                         in_model_times.append(measure_in_model(nets, snapshot(False), device,
                                                                rounds))
+                        fault_probes.append(probe_page_fault_s(rounds))
                 if planes:  # batch norm's cost per (image, channel) plane
                     per_plane, raw[PLANES_SWEEP] = plane_stage(planes, classes, device, rounds,
                                                                round_s)
@@ -344,6 +338,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         "samples", tuple(r for d in math for r in d.samples),
                         cold_s=tuple(t for d in math for t in d.cold_s)
                         if all(d.cold_s for d in math) else ())
+                if fault_probes:  # the median page-fault price over the probes
+                    pf = provenance["page_fault_probe"] = median_probe(fault_probes)
+                    host = replace(host, page_fault_s=pf["page_fault_s"])
                 fh = fit_in_model_stage(snapshot(False), fh, nets, in_model_times) \
                     if nets is not None else in_model(snapshot(False), fh, device, quick, rounds)
                 host = replace(host, frameworks={"eager": fh})

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 import ftmodel.calibration.suite as suite
-from ftmodel.calibration.allocator import MAPPING, fresh_mapping
+from ftmodel.calibration.allocator import (MAPPING, fresh_mapping, median_probe,
+                                          page_fault_probe_stale)
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.calibration.update import kept_for_update
@@ -404,7 +405,27 @@ def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_on
     assert after.host is not None and 0.0 < after.host.page_fault_s < 1.0
     assert after.host.frameworks == read_profile(quick_profile).host.frameworks
     assert after.provenance["page_fault_probe"]["mapping"] == MAPPING
-    assert not suite.page_fault_probe_stale(after.host, after.provenance)
+    assert not page_fault_probe_stale(after.host, after.provenance)
+
+
+def test_page_fault_price_is_the_median_probe_of_the_calibration() -> None:
+    probes = [{"page_fault_s": s, "samples": [s]} for s in (1.0e-6, 5.9e-6, 1.2e-6, 1.1e-6)]
+    got = median_probe(probes)
+    assert got["page_fault_s"] == 1.1e-6 and got["samples"] == [1.1e-6]  # one slow probe ignored
+    assert got["per_probe_s"] == [1.0e-6, 5.9e-6, 1.2e-6, 1.1e-6]
+    assert median_probe(probes[:3])["page_fault_s"] == 1.2e-6
+    with pytest.raises(ValueError, match="at least one"):
+        median_probe([])
+
+
+def test_calibration_probes_page_faults_before_the_sweeps_and_after_each_pass(
+        quick_profile: Path) -> None:
+    prof = read_profile(quick_profile)
+    probe = prof.provenance["page_fault_probe"]
+    assert len(probe["per_probe_s"]) == 1 + prof.provenance["settings"]["passes"]
+    assert probe["page_fault_s"] == sorted(probe["per_probe_s"])[
+        (len(probe["per_probe_s"]) - 1) // 2]
+    assert prof.host is not None and prof.host.page_fault_s > 0.0
 
 
 def test_update_refuses_a_missing_or_foreign_profile(quick_profile: Path, tmp_path: Path
