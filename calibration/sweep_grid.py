@@ -44,7 +44,8 @@ class SweepGrid:
     # runs cuDNN's, which its sweep does not sample)
     lstm_max_macs: float = 0.0
     # shares of the random convolutions with a channel count off oneDNN's block (a CPU's
-    # convolutions run at two speeds, see ``calibration.conv_configs.conv_configs``; a GPU's sweep has none)
+    # convolutions run at two speeds, see ``ftmodel.calibration.conv_configs.conv_configs``; a
+    # GPU's sweep has none)
     conv_unaligned_share: float = 0.0
     depthwise_unaligned_share: float = 0.0
     # grouped convolutions of 4-64 channels per group (ResNeXt, RegNet), beside the depthwise
