@@ -1,7 +1,8 @@
 """Random convolution configurations of the CPU and GPU op sweeps (``calibration/ops.py``), each
 ``(batch, in channels, out channels, map size, kernel, stride, groups)``: dense and depthwise
-ones, on and off oneDNN's channel block; grouped ones of 4-64 channels per group; and grouped
-ones that oneDNN runs as im2col and a GEMM per group."""
+ones, on and off oneDNN's channel block; grouped ones of 4-64 channels per group; grouped
+ones that oneDNN runs as im2col and a GEMM per group; and the early stages of image models at
+batch 4-16 (few channels on large maps)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 
 from ftmodel.calibration.sweep_grid import SweepGrid
 
-__all__ = ["conv_configs", "gemm_grouped_configs", "grouped_configs"]
+__all__ = ["conv_configs", "early_stage_configs", "gemm_grouped_configs", "grouped_configs"]
 
 
 # channel counts of the convolution sweeps: multiples of 16 (oneDNN's fp32 block with AVX-512,
@@ -102,4 +103,42 @@ def gemm_grouped_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
         if macs > grid.conv_max_macs / 8 or b * groups * per_in * hw * hw > grid.conv_max_input:
             continue
         configs.append((b, groups * per_in, groups * per_out, hw, k, stride, groups))
+    return configs
+
+
+# channels of the early-stage samples: an image's 3, then the 8-96 that stems and the first
+# blocks of mobile CNNs keep on 56-128 px maps
+_EARLY_IN_CHANNELS = (3, 8, 16, 24, 32, 48)
+_EARLY_OUT_CHANNELS = (8, 16, 24, 32, 48, 64, 96)
+_EARLY_DEPTHWISE_CHANNELS = (16, 24, 32, 48, 64, 72, 96)
+
+
+def early_stage_configs(n: int, depthwise: bool, grid: SweepGrid) -> list[tuple[int, ...]]:
+    """Random convolutions of the early stages of image models at batch 4 and 16: few channels
+    (3-96) on 56-128 px maps, dense 1x1 and 3x3 (or depthwise 3x3 and 5x5), stride 1 or 2,
+    within the grid's limits, from a generator of their own.
+
+    There a convolution moves megabytes of activations for few MACs, and oneDNN reorders its
+    input into its blocked layout and its output back on every eager call, so it runs at the
+    speed of memory, not of its MACs. The random samples rarely draw so few channels on so
+    large a map at batch 16, and curves interpolated from cache-resident neighbours priced them
+    2-10x too fast (2-vCPU AMD EPYC, batch 16: a 1x1 convolution from 16 to 8 channels at 56 px,
+    0.24 ms predicted, 0.70 ms alone; a 3x3 stem from 3 to 48 channels at 128 px, stride 2,
+    1.5 ms predicted, 3.1 ms alone)."""
+    rng = random.Random(2468 + depthwise)
+    configs: list[tuple[int, ...]] = []
+    while len(configs) < n:
+        b = rng.choice((4, 16))
+        if depthwise:
+            cin = cout = rng.choice(_EARLY_DEPTHWISE_CHANNELS)
+            k, groups = rng.choice((3, 3, 5)), cin
+        else:
+            cin, cout = rng.choice(_EARLY_IN_CHANNELS), rng.choice(_EARLY_OUT_CHANNELS)
+            k, groups = rng.choice((1, 1, 3)), 1
+        hw = rng.choice((56, 64, 112, 128))
+        stride = rng.choice((1, 2))
+        macs = b * (hw // stride) ** 2 * cout * (cin // groups) * k * k
+        if macs > grid.conv_max_macs or b * cin * hw * hw > grid.conv_max_input:
+            continue
+        configs.append((b, cin, cout, hw, k, stride, groups))
     return configs

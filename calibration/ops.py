@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ftmodel.calibration.conv_configs import conv_configs, gemm_grouped_configs, grouped_configs
+from ftmodel.calibration.conv_configs import (conv_configs, early_stage_configs,
+                                              gemm_grouped_configs, grouped_configs)
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.estimate.curves import STEP_CURVES, step_work
@@ -152,6 +153,13 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
             out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
                                 f"g{groups}", _conv_module(cin, cout, k, stride, groups),
                                 (_r(b, cin, hw, hw),)))
+    # the early stages of image models at batch 4-16 (bound by activation bytes; full sweep only)
+    early = grid.early_stage_depthwise_samples if depthwise else grid.early_stage_samples
+    for b, cin, cout, hw, k, stride, groups in (early_stage_configs(early, depthwise, grid)
+                                                if early and not quick else ()):
+        out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
+                            f"g{groups} early", _conv_module(cin, cout, k, stride, groups),
+                            (_r(b, cin, hw, hw),)))
     if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
         late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
         for b, cin, cout, hw, k in late:

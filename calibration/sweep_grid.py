@@ -57,6 +57,11 @@ class SweepGrid:
     # in 48 groups; ``ftmodel.tracing.variants.grouped_runs_gemm``), at 4-13 GMAC/s where the
     # direct kernels reach 30-90: a curve of their own (``conv_grouped:mkldnn_gemm``)
     gemm_grouped_samples: int = 0
+    # the early stages of image models at batch 4-16, dense and depthwise: few channels on large
+    # maps, bound by oneDNN's reorders of megabytes of activations
+    # (``ftmodel.calibration.conv_configs.early_stage_configs``)
+    early_stage_samples: int = 0
+    early_stage_depthwise_samples: int = 0
 
 
 CPU_GRID = SweepGrid(
@@ -71,7 +76,8 @@ CPU_GRID = SweepGrid(
                       (1, 960, 1280, 1, 1), (4, 960, 1280, 1, 1), (16, 960, 1280, 1, 1),
                       (4, 1024, 2048, 1, 1), (16, 1024, 2048, 1, 1)),
     lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
-    grouped_samples=16, gemm_grouped_samples=12)
+    grouped_samples=16, gemm_grouped_samples=12, early_stage_samples=12,
+    early_stage_depthwise_samples=8)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,

@@ -257,8 +257,29 @@ def test_cpu_grouped_sweep_samples_grouped_convolutions_beside_depthwise_ones() 
     grouped = [m for m in convs if m.in_channels // m.groups >= 4]  # type: ignore[operator]
     depthwise = [m for m in convs if m.groups == m.in_channels == m.out_channels]
     assert len(grouped) == CPU_GRID.grouped_samples >= 10
-    assert len(depthwise) == CPU_GRID.depthwise_samples  # unchanged beside them
+    # unchanged beside them, with the early-stage ones of their own
+    assert len(depthwise) == CPU_GRID.depthwise_samples + CPU_GRID.early_stage_depthwise_samples
     assert {m.in_channels // m.groups for m in grouped} >= {4, 8, 16}  # type: ignore[operator]
+
+
+def test_cpu_sweep_samples_early_stages_at_batch_4_and_16() -> None:
+    """Few channels on large maps at batch 4-16 (stems, mobile CNNs' first blocks) run at the
+    speed of oneDNN's activation reorders: the full CPU sweep samples such convolutions, dense
+    (3-channel stems among them) and depthwise, and a quick sweep does not."""
+    from ftmodel.calibration.ops import CPU_GRID, op_samples
+
+    for cls, count in (("conv", CPU_GRID.early_stage_samples),
+                       ("conv_grouped", CPU_GRID.early_stage_depthwise_samples)):
+        early = [s for s in op_samples(False, CPU_GRID)[cls] if s.label.endswith(" early")]
+        assert len(early) == count >= 8
+        shapes = [tuple(s.inputs[0].shape) for s in early]
+        assert {b for b, *_ in shapes} == {4, 16}
+        assert min(hw for *_, hw in shapes) >= 56
+        assert all(c <= 96 for _, c, *_ in shapes)
+        assert not [s for s in op_samples(True, CPU_GRID)[cls] if s.label.endswith(" early")]
+    stems = [s for s in op_samples(False, CPU_GRID)["conv"]
+             if s.label.endswith(" early") and s.inputs[0].shape[1] == 3]
+    assert stems
 
 
 def test_cpu_grouped_sweep_samples_the_convolutions_onednn_runs_as_gemms() -> None:
