@@ -134,37 +134,34 @@ def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Mo
     return conv.requires_grad_(False)
 
 
+def _conv_sample(cls: str, config: tuple[int, ...], suffix: str = "") -> OpSample:
+    """The sweep sample of one ``(batch, in, out, map size, kernel, stride, groups)``."""
+    b, cin, cout, hw, k, stride, groups = config
+    return OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}{suffix}",
+                    _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),))
+
+
 def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     rng = random.Random(1234 + depthwise)
     cls = "conv_grouped" if depthwise else "conv"
     out = [OpSample(cls, cls, f"{cls} floor", _conv_module(2, 2, 3, 1, 2 if depthwise else 1),
                     (_r(1, 2, 4, 4),), is_floor=True)]
     n = (grid.conv_samples if not depthwise else grid.depthwise_samples) if not quick else 8
-    for b, cin, cout, hw, k, stride, groups in conv_configs(rng, n, depthwise, grid):
-        out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}",
-                            _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),)))
+    out += [_conv_sample(cls, c) for c in conv_configs(rng, n, depthwise, grid)]
     # grouped convolutions beside the depthwise ones: of 4-64 channels per group, and those
     # oneDNN runs as GEMMs
     extra = ((grouped_configs, grid.grouped_samples),
              (gemm_grouped_configs, grid.gemm_grouped_samples)) if depthwise else ()
     for configs, count in extra:
-        for b, cin, cout, hw, k, stride, groups in (configs(count if not quick else 3, grid)
-                                                    if count else ()):
-            out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
-                                f"g{groups}", _conv_module(cin, cout, k, stride, groups),
-                                (_r(b, cin, hw, hw),)))
+        if count:
+            out += [_conv_sample(cls, c) for c in configs(count if not quick else 3, grid)]
     # the early stages of image models at batch 4-16 (bound by activation bytes; full sweep only)
     early = grid.early_stage_depthwise_samples if depthwise else grid.early_stage_samples
-    for b, cin, cout, hw, k, stride, groups in (early_stage_configs(early, depthwise, grid)
-                                                if early and not quick else ()):
-        out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} "
-                            f"g{groups} early", _conv_module(cin, cout, k, stride, groups),
-                            (_r(b, cin, hw, hw),)))
+    if early and not quick:
+        out += [_conv_sample(cls, c, " early") for c in early_stage_configs(early, depthwise, grid)]
     if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
         late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
-        for b, cin, cout, hw, k in late:
-            out.append(OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s1 g1",
-                                _conv_module(cin, cout, k, 1, 1), (_r(b, cin, hw, hw),)))
+        out += [_conv_sample(cls, (b, cin, cout, hw, k, 1, 1)) for b, cin, cout, hw, k in late]
     if not quick and not depthwise:  # the 3-channel stem of image models
         for b in grid.stem_batches:
             out.append(OpSample("conv", "conv", f"stem b{b}", _conv_module(3, 64, 7, 2, 1),

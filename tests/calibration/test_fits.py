@@ -268,17 +268,17 @@ def test_cpu_sweep_samples_early_stages_at_batch_4_and_16() -> None:
     (3-channel stems among them) and depthwise, and a quick sweep does not."""
     from ftmodel.calibration.ops import CPU_GRID, op_samples
 
+    full, quick = op_samples(False, CPU_GRID), op_samples(True, CPU_GRID)
     for cls, count in (("conv", CPU_GRID.early_stage_samples),
                        ("conv_grouped", CPU_GRID.early_stage_depthwise_samples)):
-        early = [s for s in op_samples(False, CPU_GRID)[cls] if s.label.endswith(" early")]
+        early = [s for s in full[cls] if s.label.endswith(" early")]
         assert len(early) == count >= 8
         shapes = [tuple(s.inputs[0].shape) for s in early]
         assert {b for b, *_ in shapes} == {4, 16}
         assert min(hw for *_, hw in shapes) >= 56
         assert all(c <= 96 for _, c, *_ in shapes)
-        assert not [s for s in op_samples(True, CPU_GRID)[cls] if s.label.endswith(" early")]
-    stems = [s for s in op_samples(False, CPU_GRID)["conv"]
-             if s.label.endswith(" early") and s.inputs[0].shape[1] == 3]
+        assert not [s for s in quick[cls] if s.label.endswith(" early")]
+    stems = [s for s in full["conv"] if s.label.endswith(" early") and s.inputs[0].shape[1] == 3]
     assert stems
 
 
