@@ -204,7 +204,7 @@ def test_mac_kernels_pay_the_cache_probes_penalty_per_byte() -> None:
         "reduction": OpClassData("samples", red, cold_s=tuple(5 * r[3] for r in red)),
         "gemm": OpClassData("samples", SAT_ROWS, cold_s=tuple(2 * r[3] for r in SAT_ROWS)),
         "onnxruntime/gemm": OpClassData("samples", SAT_ROWS)}
-    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.2}
+    cache = {"lo_bytes": 1e9, "hi_bytes": 1e12, "stream_share": 0.2}  # all in cache when hot
     with_probe = DeviceProfile("dev", "cpu", "sync", classes,
                                cache={**cache, "cold_s_per_byte": 2e-10})
     without = DeviceProfile("dev", "cpu", "sync", classes, cache=cache)
@@ -238,7 +238,7 @@ def test_streaming_penalty_per_byte_follows_the_probed_layer_sizes() -> None:
     flat = CacheModel(0.0, 1e8, 0.5, 2e-10).cold_s_per_byte_at(np.array([2**18, 2**26]))
     assert list(flat) == [2e-10, 2e-10]
 
-    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.5, "cold_s_per_byte": 2e-10}
+    cache = {"lo_bytes": 1e9, "hi_bytes": 1e12, "stream_share": 0.5, "cold_s_per_byte": 2e-10}
     classes = {"gemm": OpClassData("samples", SAT_ROWS)}
     probed = DeviceProfile("dev", "cpu", "sync", classes, cache={
         **cache, "narrow_bytes": 2.0**20, "wide_bytes": 2.0**24, "wide_ratio": 0.4})
@@ -259,12 +259,38 @@ def test_streaming_penalty_per_byte_follows_the_probed_layer_sizes() -> None:
         assert cp[0] - hp[0] == pytest.approx(2**25 * 0.4 * 2e-10, rel=1e-6)
 
 
+def test_kernels_larger_than_the_cache_paid_the_stream_in_their_hot_samples() -> None:
+    """The probe's penalty per byte is paid in proportion to the share of its bytes a kernel's
+    own hot samples found in cache (the soft LRU's 1 − φ of what it touches) over that share for
+    the probe's layers of its size: in full up to the probed sizes, less beyond them, nothing
+    once a kernel touches more than the cache holds (its hot samples streamed from memory).
+    A convolution eager runs as im2col and one GEMM on its weights as stored (``slow2d``)
+    streams as a GEMM does."""
+    cache = {"lo_bytes": 2.0**23, "hi_bytes": 2.0**25, "stream_share": 0.5,
+             "cold_s_per_byte": 2e-10, "narrow_bytes": 2.0**20, "wide_bytes": 2.0**23,
+             "wide_ratio": 0.5}
+    device = DeviceProfile("dev", "cpu", "sync", {"gemm": OpClassData("samples", SAT_ROWS),
+                                                  "conv": OpClassData("samples", SAT_ROWS)},
+                           cache=cache)
+    sizes = (2**20, 2**23, 5 * 2**22, 2**25, 2**26)
+    h, c = DeviceModel(device).hot_cold_times_s([_gemm(1e8, b) for b in sizes])
+    per_byte = (c - h) / np.array(sizes)
+    assert per_byte[0] == pytest.approx(2e-10)
+    assert per_byte[1] == pytest.approx(1e-10)  # the wide layers' price, all resident
+    assert per_byte[2] == pytest.approx(0.5 * 1e-10)  # half of it resident when hot
+    assert per_byte[3] == per_byte[4] == 0.0  # streamed in their hot samples already
+    conv = Kernel("conv", int(1e8), 2**23, 0, "m", ("aten.convolution",), variant="mkldnn")
+    slow = dataclasses.replace(conv, variant="slow2d")
+    hc, cc = DeviceModel(device).hot_cold_times_s([conv, slow])
+    assert cc[0] - hc[0] == pytest.approx(2**23 * 2e-10, rel=1e-6)  # re-orders: narrow price
+    assert cc[1] - hc[1] == pytest.approx(2**23 * 1e-10, rel=1e-6)  # a GEMM's
+
 
 def test_a_framework_probed_through_its_runtime_streams_by_its_own_chains() -> None:
     """``<framework>/`` cache entries (a cache probe run through the framework's runtime)
     override the shared ones for that framework only; with its ``conv_ratio``, every
     convolution, whatever its variant, streams at the GEMM rate for its size times the ratio."""
-    cache = {"lo_bytes": 0.0, "hi_bytes": 1e8, "stream_share": 0.5, "cold_s_per_byte": 2e-10,
+    cache = {"lo_bytes": 1e9, "hi_bytes": 1e12, "stream_share": 0.5, "cold_s_per_byte": 2e-10,
              "narrow_bytes": 2.0**20, "wide_bytes": 2.0**24, "wide_ratio": 0.4,
              "onnxruntime/cold_s_per_byte": 5e-11, "onnxruntime/wide_ratio": 1.0,
              "onnxruntime/conv_ratio": 1.5}
