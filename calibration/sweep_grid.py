@@ -35,7 +35,7 @@ class SweepGrid:
     # resolution, where a convolution streams megabytes of weights for few MACs. The random
     # configurations reach 512 channels and rarely pair them with a 2-4 px map; at batch 1 with
     # at most 20,480 input elements and a kernel of at most 3x3, PyTorch runs such a convolution
-    # on its slow path (im2col and a GEMM per image, so on one thread), at 5-10 GB/s of weights.
+    # on its slow path (im2col and one GEMM on the weights as stored), at 5-10 GB/s of weights.
     # Also the heads of mobile CNNs (timm's GhostNet, MobileNet-V3): a 1x1 convolution on the
     # 1x1 map left by global pooling, each weight used once per image (oneDNN ran 1024->2048 at
     # batch 16 at 13 GMAC/s on a 2-vCPU AMD EPYC, where the 2x2 samples gave 70)
