@@ -10,10 +10,11 @@ preloaded (``LD_PRELOAD``; C source below, compiled with the system's ``cc``):
 
 * counts the minor page faults of 5 calls after warm-up (``getrusage``), as the corpus does;
 * logs every ``malloc``/``posix_memalign``/``free`` of one call, with the program break
-  (``sbrk(0)``) after each: how often the real heap grew and was trimmed.
+  (``sbrk(0)``) after each and the calling thread: how often the real heap grew and was trimmed.
 
-The parent then replays the logged stream through :func:`ftmodel.estimate.allocator.
-stream_page_faults` (3 passes from an empty heap), and compares the allocations of 128 KiB or
+The parent then replays the main thread's logged stream through :func:`ftmodel.estimate.
+allocator.stream_page_faults` (3 passes from an empty heap; every thread's as one heap beside
+it: glibc gives the library's worker threads arenas of their own), and compares the allocations of 128 KiB or
 more that the call made with those the trace counts (:func:`~ftmodel.estimate.allocator.
 allocations`), beside the prediction's own simulated faults. Nothing is timed.
 """
@@ -41,13 +42,14 @@ LOGGER_C = r"""
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
 extern void *__libc_memalign(size_t, size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 #define N (4u << 20)
-typedef struct { char op; size_t size; uintptr_t ptr, old, brk; } E;
+typedef struct { char op; size_t size; uintptr_t ptr, old, brk; long tid; } E;
 static E ev[N];
 static unsigned n = 0;
 static int on = 0;
@@ -55,7 +57,8 @@ static void rec(char op, size_t s, void *p, void *old) {
   if (!on) return;
   unsigned i = __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED);
   if (i >= N) return;
-  ev[i] = (E){op, s, (uintptr_t)p, (uintptr_t)old, (uintptr_t)sbrk(0)};
+  ev[i] = (E){op, s, (uintptr_t)p, (uintptr_t)old, (uintptr_t)sbrk(0),
+              (long)syscall(SYS_gettid)};
 }
 void *malloc(size_t s) { void *p = __libc_malloc(s); rec('m', s, p, 0); return p; }
 void free(void *p) { if (p) rec('f', 0, p, 0); __libc_free(p); }
@@ -70,8 +73,8 @@ unsigned mlog_stop(const char *path) {
   on = 0; unsigned m = n < N ? n : N;
   FILE *f = fopen(path, "w");
   for (unsigned i = 0; i < m; i++)
-    fprintf(f, "%c %zu %lx %lx %lx\n", ev[i].op, ev[i].size, (unsigned long)ev[i].ptr,
-            (unsigned long)ev[i].old, (unsigned long)ev[i].brk);
+    fprintf(f, "%c %zu %lx %lx %lx %ld\n", ev[i].op, ev[i].size, (unsigned long)ev[i].ptr,
+            (unsigned long)ev[i].old, (unsigned long)ev[i].brk, ev[i].tid);
   fclose(f); return m;
 }
 """
@@ -79,6 +82,8 @@ BIG = 128 * 1024
 
 
 def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) -> None:
+    import threading
+
     import torch
 
     from ftmodel.tools.corpus import get_corpus_model
@@ -111,17 +116,27 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) 
     lib.mlog_start()
     fn()
     lib.mlog_stop(log_path.encode())
-    print(json.dumps({"faults_per_call": faults}))
+    print(json.dumps({"faults_per_call": faults, "main_tid": threading.get_native_id()}))
 
 
-def _stream(log_path: str) -> tuple[list[tuple[str, int, int]], int, int, list[int]]:
-    """(events for the replay, real grows, real trims, sizes of the allocations >= BIG)."""
+def _stream(log_path: str, tid: int | None = None
+            ) -> tuple[list[tuple[str, int, int]], int, int, list[int]]:
+    """(events for the replay, real grows, real trims, sizes of the allocations >= BIG); with
+    ``tid``, the calls of that thread only (glibc serves other threads from arenas of their
+    own, not the main heap the replay simulates)."""
     events: list[tuple[str, int, int]] = []
     grows = trims = 0
     big: list[int] = []
     last_brk = None
     for line in Path(log_path).read_text().splitlines():
-        op, size, ptr, old, brk = line.split()
+        op, size, ptr, old, brk, caller = line.split()
+        b = int(brk, 16)
+        if last_brk is not None:
+            grows += b > last_brk
+            trims += b < last_brk
+        last_brk = b
+        if tid is not None and int(caller) != tid:
+            continue
         if op == "r":  # realloc: a free of the old pointer, then a malloc
             events.append(("free", 0, int(old, 16)))
             op = "m"
@@ -131,11 +146,6 @@ def _stream(log_path: str) -> tuple[list[tuple[str, int, int]], int, int, list[i
                 big.append(int(size))
         else:
             events.append(("free", 0, int(ptr, 16)))
-        b = int(brk, 16)
-        if last_brk is not None:
-            grows += b > last_brk
-            trims += b < last_brk
-        last_brk = b
     return events, grows, trims, big
 
 
@@ -176,11 +186,15 @@ def main(argv: list[str] | None = None) -> int:
              "- measured: minor faults per call (getrusage, 5 calls after warm-up, in a plain "
              "process with the logger preloaded); real heap: times the program break moved up / "
              "down during one logged call",
-             "- replay: the logged stream through `stream_page_faults`, passes 1 / 2 / 3 from an "
-             "empty heap (faults, grows / trims); trace: the prediction's own simulation",
+             "- replay: the logged stream of the main thread (the one that calls the model; "
+             "glibc serves the library's worker threads from arenas of their own) through "
+             "`stream_page_faults`, passes 1 / 2 / 3 from an empty heap (faults, grows / trims); "
+             "all threads: every thread's calls replayed as one heap; trace: the prediction's own "
+             "simulation",
              "", "| model | batch | measured faults | real heap grows / trims | replay faults "
-             "(pass 1 / 2 / 3) | replay grows / trims (pass 3) | trace faults | logged ≥128 KiB "
-             "(MiB) | traced ≥128 KiB (MiB) |", "|---|---|---|---|---|---|---|---|---|"]
+             "(pass 1 / 2 / 3) | replay grows / trims (pass 3) | all threads, pass 3 | trace "
+             "faults | logged ≥128 KiB (MiB) | traced ≥128 KiB (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         src, lib = Path(tmp, "mlog.c"), Path(tmp, "mlog.so")
         src.write_text(LOGGER_C)
@@ -196,9 +210,11 @@ def main(argv: list[str] | None = None) -> int:
             res = subprocess.run([sys.executable, __file__, "--prior", args.prior, "--child",
                                   name, str(batch), str(lib), log], env=env, check=True,
                                  capture_output=True, text=True)
-            measured = json.loads(res.stdout.strip().splitlines()[-1])["faults_per_call"]
-            events, grows, trims, big = _stream(log)
+            out = json.loads(res.stdout.strip().splitlines()[-1])
+            measured = out["faults_per_call"]
+            events, grows, trims, big = _stream(log, int(out["main_tid"]))
             replay = stream_page_faults(events, passes=3)
+            every = stream_page_faults(_stream(log)[0], passes=3)[-1]
             zm = get_corpus_model(name)
             model = zm.build().eval()
             program = predictor.lower(model, zm.make_inputs, batch,
@@ -208,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"| {name} | {batch} | {measured:,.0f} | {grows} / {trims} | "
                 + " / ".join(f"{p.faults:,}" for p in replay)
-                + f" | {replay[-1].grows} / {replay[-1].trims} | {simulated:,.0f} | "
+                + f" | {replay[-1].grows} / {replay[-1].trims} | {every.faults:,} | "
+                f"{simulated:,.0f} | "
                 f"{len(big)}: {_sizes(big)} | {len(traced)}: {_sizes(traced)} |")
             print(lines[-1], flush=True)
     text = "\n".join(lines)

@@ -43,7 +43,12 @@ for GPT-2 (14,170), while the replay of the same calls settles at 14 / 3 (26,607
 39 / 8 (57,697). A replay from an empty heap's first pass gives 62,228 and 63,484: the TCN's
 real heap behaves as if fresh every pass, GPT-2's as if a large free region below a pinned chunk
 served every buffer. Which one a process is in depends on chunks its earlier life left in the
-heap, which neither the trace nor the replay sees. Counting the measured faults instead of
+heap, which neither the trace nor the replay sees. Those replays mixed the worker threads' calls
+into the main heap, where glibc serves them from arenas of their own; replaying the main
+thread's calls alone (AMD EPYC, batch 16, ``benchmarks/results/cpu-epyc/malloc-replay.md``)
+reproduces the real heap's grows and trims for FastViT-T8 (12 / 2 each; 19,146 faults against
+25,415 measured, 9,190 with every thread's calls, 12,228 traced: the trace misses about 60 of
+its 374 allocations of 128 KiB or more) but not the TCN's (12 / 3 against 31 / 9) or GPT-2's. Counting the measured faults instead of
 the simulated ones would move the corpus's median APE little (run x12, held-out at
 calibration speed: 10.2% either way; tuning 13.1% to 11.6%).
 
