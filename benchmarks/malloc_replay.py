@@ -14,9 +14,10 @@ preloaded (``LD_PRELOAD``; C source below, compiled with the system's ``cc``):
 
 The parent then replays the main thread's logged stream through :func:`ftmodel.estimate.
 allocator.stream_page_faults` (3 passes from an empty heap; every thread's as one heap beside
-it: glibc gives the library's worker threads arenas of their own), and compares the allocations of 128 KiB or
-more that the call made with those the trace counts (:func:`~ftmodel.estimate.allocator.
-allocations`), beside the prediction's own simulated faults. Nothing is timed.
+it: glibc gives the library's worker threads arenas of their own), and compares the
+allocations of 128 KiB or more that the call made with those the trace counts
+(:func:`~ftmodel.estimate.allocator.allocations`), beside the prediction's own simulated
+faults. Nothing is timed.
 """
 
 from __future__ import annotations

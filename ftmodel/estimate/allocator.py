@@ -51,9 +51,9 @@ reproduces the real heap's grows and trims for FastViT-T8 (12 / 2 each; 19,146 f
 allocations of 128 KiB or more. oneDNN's verbose log shows they are the inputs of its depthwise
 and 1x1 convolutions re-ordered into the blocked layout (padded to 16 channels), 58 per call;
 none for the grouped ones run as GEMMs or a 3-channel 3x3 stem. They are not counted here.) It
-does not reproduce the TCN's heap (12 / 3 against 31 / 9) or GPT-2's. Counting the measured faults instead of
-the simulated ones would move the corpus's median APE little (run x12, held-out at
-calibration speed: 10.2% either way; tuning 13.1% to 11.6%).
+does not reproduce the TCN's heap (12 / 3 against 31 / 9) or GPT-2's. Counting the measured
+faults instead of the simulated ones would move the corpus's median APE little (run x12,
+held-out at calibration speed: 10.2% either way; tuning 13.1% to 11.6%).
 
 Counting semantics
 ------------------

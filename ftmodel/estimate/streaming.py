@@ -37,9 +37,7 @@ def _hot_resident_ratio(cache: CacheModel, touched_bytes: np.ndarray,
     3x3 convolution at 2x2 px and batch 1 on the AMD EPYC: 38 MB of weights, 6.95 ms hot in the
     sweep, 5.9 ms inside the model, 10.2 ms predicted with the full penalty)."""
     def resident(b: np.ndarray) -> np.ndarray:
-        out: np.ndarray = 1.0 - np.clip((b - cache.lo_bytes) / (cache.hi_bytes - cache.lo_bytes),
-                                        0.0, 1.0)
-        return out
+        return 1.0 - np.array([cache.cold_share(float(x)) for x in b.tolist()], dtype=np.float64)
     ref = resident(probed_bytes)
     ratio: np.ndarray = np.clip(np.where(ref > 0.0, resident(touched_bytes)
                                          / np.maximum(ref, 1e-12), 1.0), 0.0, 1.0)
@@ -93,13 +91,14 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
                          for i in idx.tolist()], dtype=bool)
         at_size = cache.cold_s_per_byte_at(once)
         rate = np.where(gemm, at_size, cache.cold_s_per_byte)
-        probed = np.where(gemm, np.clip(once, cache.narrow_bytes, cache.wide_bytes),
-                          cache.narrow_bytes)
+        # the size of the probe's layers each rate was measured at
+        probed_at_size = np.clip(once, cache.narrow_bytes, cache.wide_bytes)
+        probed = np.where(gemm, probed_at_size, cache.narrow_bytes)
         if cache.conv_ratio > 0.0:  # the framework's own convolution chain was probed
             conv = np.array([kernels[i].op_class in CONV_CLASSES for i in idx.tolist()],
                             dtype=bool)
             rate = np.where(conv, at_size * cache.conv_ratio, rate)
-            probed = np.where(conv, np.clip(once, cache.narrow_bytes, cache.wide_bytes), probed)
+            probed = np.where(conv, probed_at_size, probed)
         touched = once + np.array([kernels[i].bytes_written for i in idx.tolist()],
                                   dtype=np.float64)
         cold[idx] = hot[idx] + once * rate * _hot_resident_ratio(cache, touched, probed)
