@@ -48,7 +48,8 @@ from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
-from ftmodel.speed import (REFERENCE_SHAPE, blended, nominal_host_reference_s,  # noqa: E402
+from ftmodel.speed import (MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE, blended,  # noqa: E402
+                           nominal_host_reference_s, nominal_memory_reference_s,
                            nominal_reference_s)
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
@@ -193,6 +194,21 @@ def _speed_line(probes: Sequence[float], profile: Any) -> str:
             f"after the last{cal}")
 
 
+def _memory_line(rows: Sequence[dict[str, Any]], profile: Any) -> str:
+    """The memory reference's times during the run (its rounds) beside its calibration's."""
+    seen = [float(r["memory_reference_s"]) for r in rows
+            if np.isfinite(r.get("memory_reference_s", np.nan))]
+    if not seen:
+        return "- memory speed: not recorded (measured without the memory reference)"
+    cal = nominal_memory_reference_s(getattr(profile, "provenance", {}))
+    return (f"- memory speed: the memory reference ({MEMORY_REFERENCE_BYTES >> 20} MiB copied, "
+            f"`ftmodel.speed.reference_memory`) took a median {np.median(seen) * 1e3:.3f} ms over "
+            f"the points (P10 {np.percentile(seen, 10) * 1e3:.3f}, P90 "
+            f"{np.percentile(seen, 90) * 1e3:.3f})"
+            + (f"; over its calibration, {cal * 1e3:.3f} ms" if cal is not None else
+               "; its calibration did not time it"))
+
+
 def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
              run_failed: dict[str, str], args: argparse.Namespace, elapsed_s: float,
              profile_desc: str, probes: Sequence[float] = (), profile: Any = None) -> str:
@@ -227,6 +243,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
            f"{np.median(proc_at_speed):.1%}, P90 {np.percentile(proc_at_speed, 90):.1%}"
            if args.processes > 1 and proc_at_speed else "") if rows else "- no points",
         *([_speed_line(probes, profile)] if probes else []),
+        *([_memory_line(rows, profile)] if rows else []),
         *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
            "reference GEMM time over the reference timed around that round in the same process "
            "(`ftmodel.speed`; the part the prediction puts on the host by the host "
@@ -342,6 +359,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
     probes.append(reference_probe_s("cpu", 5))
     nominal_s = nominal_reference_s(profile.provenance)
     nominal_host_s = nominal_host_reference_s(profile.provenance)
+    nominal_memory_s = nominal_memory_reference_s(profile.provenance)
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:
@@ -380,6 +398,11 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     "nominal_reference_s": nominal_s if nominal_s is not None else np.nan,
                     "nominal_host_reference_s": (nominal_host_s if nominal_host_s is not None
                                                  else np.nan),
+                    "memory_reference_s": float(np.median(
+                        [t for m in ms for t in m.get("round_memory_references_s", []) if t > 0]
+                        or [np.nan])),
+                    "nominal_memory_reference_s": (nominal_memory_s
+                                                   if nominal_memory_s is not None else np.nan),
                     "measured_at_speed_s": (float(np.median(at_speed))
                                             if None not in at_speed else np.nan),
                     "process_spread_at_speed": (max(at_speed) / min(at_speed) - 1

@@ -5,9 +5,10 @@ but torch's thread count, timed with ``torch.utils.benchmark.Timer``.
 
 Prints one JSON object on stdout: per batch, the fastest round's median (``time_s``), every
 round's median, the minor page faults per call, and the machine's speed around the rounds: the
-reference GEMM and the host reference of :mod:`ftmodel.speed` timed before the first round and
-after each (``round_references_s`` and ``round_host_references_s``, one more than rounds), with
-which ``benchmarks/corpus.py`` expresses the time at its calibration's speed. Batches run in ascending order, each warmed
+reference GEMM, the host reference and the memory reference of :mod:`ftmodel.speed` timed before
+the first round and after each (``round_references_s``, ``round_host_references_s`` and
+``round_memory_references_s``, one more than rounds), with which ``benchmarks/corpus.py``
+expresses the time at its calibration's speed and reports the memory speed it ran at. Batches run in ascending order, each warmed
 up and then timed in ``--rounds`` rounds of ``Timer.blocked_autorange``; glibc's malloc keeps its
 defaults unless ``--keep-heap`` (``ftmodel.measure.keep_heap``). Frameworks other than eager run
 the artifact ftmodel's runner builds (the ONNX Runtime session, the frozen TorchScript module,
@@ -62,15 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     from ftmodel.measure import settle
     from ftmodel.speed import SpeedMeter
 
-    meter = SpeedMeter(nominal_s=1.0, nominal_host_s=1.0)  # only its references are used here
+    # only its references are used here
+    meter = SpeedMeter(nominal_s=1.0, nominal_host_s=1.0, nominal_memory_s=1.0)
 
-    def reference() -> tuple[float, float]:  # after the framework's threads have gone quiet
+    def reference() -> tuple[float, float, float]:  # after the framework's threads went quiet
         if fw.settle_s > 0:
             settle(fw.settle_s)
         ref = meter.reference()
         if fw.settle_s > 0:
             settle(0.0)  # the reference's own worker threads, before the runtime's round
-        return ref.gemm_s, ref.host_s or 0.0
+        return ref.gemm_s, ref.host_s or 0.0, ref.memory_s or 0.0
 
     zm = get_corpus_model(args.model)
     torch.manual_seed(0)
@@ -100,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(points, dict)
         points[str(b)] = {"time_s": min(medians), "round_medians_s": medians,
                           "faults_per_call": _faults_per_call(fn, 3),
-                          "round_references_s": [g for g, _ in refs],
-                          "round_host_references_s": [h for _, h in refs]}
+                          "round_references_s": [g for g, _, _ in refs],
+                          "round_host_references_s": [h for _, h, _ in refs],
+                          "round_memory_references_s": [m for _, _, m in refs]}
     print(json.dumps(out))
     return 0
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.measure import measure
-from ftmodel.speed import (SpeedMeter, nominal_host_reference_s, nominal_reference_s,
-                           reference_gemm, speed_normalised)
+from ftmodel.speed import (SpeedMeter, nominal_host_reference_s, nominal_memory_reference_s,
+                           nominal_reference_s, reference_gemm, speed_normalised)
 
 __all__ = ["DRIFT_WARNING", "reference_drift", "reference_probe_s", "speed_meter_for"]
 
@@ -47,4 +47,5 @@ def speed_meter_for(device: str, base: HardwareProfile | None) -> SpeedMeter | N
     if nominal_s is None:
         return None
     return SpeedMeter(device, nominal_s=nominal_s,
-                      nominal_host_s=nominal_host_reference_s(base.provenance))
+                      nominal_host_s=nominal_host_reference_s(base.provenance),
+                      nominal_memory_s=nominal_memory_reference_s(base.provenance))

@@ -35,9 +35,16 @@ seconds); :meth:`SpeedMeter.typical` gives the speed a finished calibration is r
 at: the GEMM references' median and the host references' 10th percentile.
 
 What this assumes: a slower phase slows the device's kernels as it slows the GEMM, and host
-work as it slows the host reference (steal time and frequency slow both; contention for memory
-bandwidth would slow memory-bound kernels more than the GEMM). Only a CPU device is normalised:
-a GPU's own speed does not move with the host VM's.
+work as it slows the host reference (steal time and frequency slow both). Contention for the
+shared last-level cache and memory bandwidth slows memory-bound kernels far more than the GEMM,
+so a meter also times a *memory reference* (:func:`reference_memory`: one copy of
+``MEMORY_REFERENCE_BYTES`` into a buffer kept between calls, read and written once each, about
+a 32 MiB L3's worth) and records it beside the others without scaling by it. On the 2-vCPU AMD
+EPYC (Zen 4) two calibrations 15 minutes apart timed the same 16 MiB copy sample at 0.29 and
+0.70 ms, GEMM-normalised, while their reference GEMMs were 1.03 and 1.02 ms; a Zen 3 guest of
+the same name took 1.77 ms for this reference with a 1.42 ms GEMM. The record tells such a shift apart
+from a model's error (``provenance.speed.memory_*``; ``benchmarks/corpus.py`` reports it per
+run). Only a CPU device is normalised: a GPU's own speed does not move with the host VM's.
 """
 
 from __future__ import annotations
@@ -55,10 +62,12 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "Reference",
+__all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "MEMORY_REFERENCE_BYTES",
+           "REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "Reference",
            "SpeedMeter", "active_meter", "at_nominal_speed", "blended", "median_of_calls",
-           "nominal_host_reference_s",
-           "nominal_reference_s", "reference_gemm", "reference_host", "speed_normalised"]
+           "nominal_host_reference_s", "nominal_memory_reference_s",
+           "nominal_reference_s", "reference_gemm", "reference_host", "reference_memory",
+           "speed_normalised"]
 
 REFERENCE_SHAPE = (64, 1024, 1024)  # (m, k, n): a 64x1024 by 1024x1024 fp32 GEMM
 HOST_REFERENCE_CALLS = 40  # nn.ReLU module calls in the host reference (~0.1-0.2 ms on a CPU)
@@ -66,6 +75,10 @@ HOST_REFERENCE_CALLS = 40  # nn.ReLU module calls in the host reference (~0.1-0.
 # held for tens of seconds): the median of a run's references lands in either, its 10th
 # percentile in the fast one (137-149 µs over five processes whose medians were 142-258 µs)
 HOST_TYPICAL_QUANTILE = 0.10
+# the memory reference's copy: 16 MiB read and 16 MiB written per call (a ~32 MiB last-level
+# cache's worth; 0.3-1.3 ms on the 2-vCPU EPYC guests)
+MEMORY_REFERENCE_BYTES = 16 * 2**20
+_MEMORY_REFERENCE_CALLS = 4  # a memory reference is the median of this many calls
 REFERENCE_INTERVAL_S = 0.1  # at most this long between two references inside a measurement
 _REFERENCE_CALLS = 8  # a reference time is the median of this many calls (~6-10 ms on a CPU)
 _NOMINAL_PROBES = 20  # the nominal time is the median of this many references ...
@@ -89,13 +102,23 @@ def reference_host(device: str = "cpu") -> Callable[[], object]:
     return lambda: chain(x)
 
 
+def reference_memory(device: str = "cpu") -> Callable[[], object]:
+    """The memory reference on ``device``: one copy of ``MEMORY_REFERENCE_BYTES`` of fp32 into
+    a buffer allocated once (no allocation or page fault inside the call)."""
+    src = torch.randn(MEMORY_REFERENCE_BYTES // 4, generator=torch.Generator().manual_seed(0))
+    src = src.to(device)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 @dataclass(frozen=True)
 class Reference:
-    """One reading of the machine's speed: the reference GEMM's seconds, and the host
-    reference's (None for a meter that times no host reference)."""
+    """One reading of the machine's speed: the reference GEMM's seconds, the host reference's
+    and the memory reference's (None for a meter that times no such reference)."""
 
     gemm_s: float
     host_s: float | None = None
+    memory_s: float | None = None
 
 
 def nominal_host_reference_s(provenance: Mapping[str, Any]) -> float | None:
@@ -105,6 +128,17 @@ def nominal_host_reference_s(provenance: Mapping[str, Any]) -> float | None:
     if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("host_reference_s"):
         return float(speed["host_reference_s"])
     return None
+
+
+def nominal_memory_reference_s(provenance: Mapping[str, Any]) -> float | None:
+    """The memory reference time over a profile's calibration: the median of its readings
+    (``provenance.speed.memory_median_s``, else the nominal ``memory_reference_s`` timed at its
+    start), or None for a profile measured without one."""
+    speed = provenance.get("speed")
+    if not isinstance(speed, Mapping):
+        return None
+    value = speed.get("memory_median_s") or speed.get("memory_reference_s")
+    return float(value) if value else None
 
 
 def nominal_reference_s(provenance: Mapping[str, Any]) -> float | None:
@@ -142,22 +176,30 @@ class SpeedMeter:
     ``nominal_host_s``: the host reference's nominal time when ``nominal_s`` is given; None
     there means no host reference (every measurement scaled by the GEMM, as profiles measured
     before it was introduced are). ``seen_s`` and ``seen_host_s`` keep every reference taken,
-    for the provenance."""
+    for the provenance. ``nominal_memory_s``: likewise for the memory reference (recorded, not
+    scaled by; a meter given ``nominal_s`` without it times none); ``seen_memory_s`` keeps its
+    readings."""
 
     def __init__(self, device: str = "cpu", nominal_s: float | None = None,
-                 nominal_host_s: float | None = None) -> None:
+                 nominal_host_s: float | None = None,
+                 nominal_memory_s: float | None = None) -> None:
         if device != "cpu":
             raise ValueError(f"the speed meter measures a CPU, got device {device!r}")
         self.device = device
         self._call = reference_gemm(device)
         self._host_call = reference_host(device)
+        self._timing_host = nominal_s is None or nominal_host_s is not None
+        self._timing_memory = nominal_s is None or nominal_memory_s is not None
+        self._memory_call = reference_memory(device) if self._timing_memory else None
         for _ in range(3):
             self._call()
             self._host_call()
+            if self._memory_call is not None:
+                self._memory_call()
         self.seen_s: list[float] = []
         self.seen_host_s: list[float] = []
+        self.seen_memory_s: list[float] = []
         self._last_at = -math.inf
-        self._timing_host = nominal_s is None or nominal_host_s is not None
         if nominal_s is None:
             probes = []
             for _ in range(_NOMINAL_PROBES):
@@ -165,24 +207,31 @@ class SpeedMeter:
                 time.sleep(_NOMINAL_GAP_S)
             nominal_s = statistics.median(r.gemm_s for r in probes)
             nominal_host_s = statistics.median(r.host_s or 0.0 for r in probes)
+            nominal_memory_s = statistics.median(r.memory_s or 0.0 for r in probes)
         for label, value in (("nominal reference time", nominal_s),
-                             ("nominal host reference time", nominal_host_s)):
+                             ("nominal host reference time", nominal_host_s),
+                             ("nominal memory reference time", nominal_memory_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{label} must be positive, got {value!r}")
         self.nominal_s = float(nominal_s)
         self.nominal_host_s = None if nominal_host_s is None else float(nominal_host_s)
+        self.nominal_memory_s = None if nominal_memory_s is None else float(nominal_memory_s)
 
     def reference(self) -> Reference:
         """The machine's speed now: one reference GEMM's seconds (median of
-        ``_REFERENCE_CALLS`` calls), and the host reference's when this meter times it."""
+        ``_REFERENCE_CALLS`` calls), and the host and memory references' when this meter times
+        them (the memory one the median of ``_MEMORY_REFERENCE_CALLS`` calls)."""
         gemm_s = median_of_calls(self._call)
         self.seen_s.append(gemm_s)
-        host_s = None
+        host_s = memory_s = None
         if self._timing_host:
             host_s = median_of_calls(self._host_call)
             self.seen_host_s.append(host_s)
+        if self._memory_call is not None:
+            memory_s = median_of_calls(self._memory_call, _MEMORY_REFERENCE_CALLS)
+            self.seen_memory_s.append(memory_s)
         self._last_at = time.perf_counter()
-        return Reference(gemm_s, host_s)
+        return Reference(gemm_s, host_s, memory_s)
 
     def reference_s(self) -> float:
         """Seconds of one reference GEMM now (see :meth:`reference`)."""
@@ -212,7 +261,9 @@ class SpeedMeter:
         gemm_s = statistics.median(self.seen_s) if self.seen_s else self.nominal_s
         host_s = (float(np.quantile(self.seen_host_s, HOST_TYPICAL_QUANTILE))
                   if self.seen_host_s else self.nominal_host_s)
-        return Reference(gemm_s, host_s)
+        memory_s = (statistics.median(self.seen_memory_s) if self.seen_memory_s
+                    else self.nominal_memory_s)
+        return Reference(gemm_s, host_s, memory_s)
 
     def summary(self) -> dict[str, Any]:
         """What a profile's provenance records: the nominal times and the references seen."""
@@ -227,6 +278,12 @@ class SpeedMeter:
                        host_min_s=min(host),
                        host_p10_s=float(np.quantile(host, HOST_TYPICAL_QUANTILE)),
                        host_median_s=statistics.median(host), host_max_s=max(host))
+        if self.nominal_memory_s is not None:
+            memory = self.seen_memory_s or [self.nominal_memory_s]
+            out.update(memory_reference_s=self.nominal_memory_s,
+                       memory_reference_bytes=MEMORY_REFERENCE_BYTES,
+                       memory_min_s=min(memory), memory_median_s=statistics.median(memory),
+                       memory_max_s=max(memory))
         return out
 
 

@@ -8,9 +8,10 @@ import pytest
 
 import ftmodel.measure as measure_mod
 from ftmodel.measure import measure_cold_interleaved, measure_interleaved
-from ftmodel.speed import (HOST_REFERENCE_CALLS, REFERENCE_SHAPE, Reference, SpeedMeter,
-                           active_meter, at_nominal_speed, nominal_host_reference_s,
-                           speed_normalised)
+from ftmodel.speed import (HOST_REFERENCE_CALLS, MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE,
+                           Reference, SpeedMeter, active_meter, at_nominal_speed,
+                           nominal_host_reference_s, nominal_memory_reference_s,
+                           reference_memory, speed_normalised)
 
 
 class ScriptedMeter(SpeedMeter):
@@ -145,9 +146,41 @@ def test_meter_times_the_reference_and_records_what_it_saw() -> None:
     assert summary["host_min_s"] == summary["host_max_s"] == ref.host_s
     assert nominal_host_reference_s({"speed": summary}) == 2e-4
     assert nominal_host_reference_s({"speed": {"normalised": True, "reference_s": 1e-3}}) is None
+    assert ref.memory_s is None and meter.seen_memory_s == []  # no nominal memory time
+    assert "memory_reference_s" not in summary
     with pytest.raises(ValueError, match="measures a CPU"):
         SpeedMeter("cuda")
     with pytest.raises(ValueError, match="must be positive"):
         SpeedMeter("cpu", nominal_s=0.0)
     with pytest.raises(ValueError, match="host reference time must be positive"):
         SpeedMeter("cpu", nominal_s=1e-3, nominal_host_s=-1.0)
+
+
+def test_meter_records_the_memory_reference_beside_the_others() -> None:
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=5e-4)
+    refs = [meter.reference() for _ in range(3)]
+    assert all(r.memory_s is not None and r.memory_s > 0 for r in refs)
+    assert meter.seen_memory_s == [r.memory_s for r in refs]
+    assert refs[0].host_s is None  # the host reference is timed only where it has a nominal
+    summary = meter.summary()
+    assert summary["memory_reference_s"] == 5e-4
+    assert summary["memory_reference_bytes"] == MEMORY_REFERENCE_BYTES
+    assert summary["memory_min_s"] <= summary["memory_median_s"] <= summary["memory_max_s"]
+    # what a corpus run compares with: the median over the calibration, else its nominal
+    assert nominal_memory_reference_s({"speed": summary}) == summary["memory_median_s"]
+    assert nominal_memory_reference_s({"speed": {"memory_reference_s": 4e-4}}) == 4e-4
+    assert nominal_memory_reference_s({"speed": {"normalised": True, "reference_s": 1e-3}}) \
+        is None
+    assert meter.typical().memory_s == summary["memory_median_s"]
+    # the scale factor ignores it: only the GEMM (and host) references scale measurements
+    assert meter.factor(Reference(2e-3, None, 9.0), Reference(2e-3, None, 9.0)) == 0.5
+    with pytest.raises(ValueError, match="memory reference time must be positive"):
+        SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=0.0)
+
+
+def test_memory_reference_copies_into_a_kept_buffer() -> None:
+    call = reference_memory("cpu")
+    first, second = call(), call()
+    assert first.data_ptr() == second.data_ptr()  # no allocation per call
+    assert first.numel() * first.element_size() == MEMORY_REFERENCE_BYTES
+    assert float(first.abs().sum()) > 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from dataclasses import replace
 from typing import Any
@@ -193,6 +195,16 @@ def test_atomic_write_leaves_no_tmp(tiny_profile: HardwareProfile, tmp_path: Pat
     write_profile(tiny_profile, tmp_path / "p.json")
     write_profile(tiny_profile, tmp_path / "p.json")  # overwrite too
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+def test_atomic_write_gives_the_file_the_umasks_permissions(tiny_profile: HardwareProfile,
+                                                             tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        path = write_profile(tiny_profile, tmp_path / "p.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # not the temporary file's 0o600
 
 
 def test_failed_write_keeps_previous_file(tiny_profile: HardwareProfile, profile_factory: Any,
