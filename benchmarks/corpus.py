@@ -217,6 +217,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
     proc_at_speed = [float(r["process_spread_at_speed"]) for r in rows
                      if np.isfinite(r.get("process_spread_at_speed", np.nan))]
     measured_heaps = list(dict.fromkeys(r["heap"] for r in rows))
+    memory_line = [_memory_line(rows, profile)] if rows else []  # the measured points only
     speed_rows = at_speed_rows(rows)
     rows = [*rows, *speed_rows]
     heaps = list(dict.fromkeys(r["heap"] for r in rows))  # table columns
@@ -243,7 +244,7 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
            f"{np.median(proc_at_speed):.1%}, P90 {np.percentile(proc_at_speed, 90):.1%}"
            if args.processes > 1 and proc_at_speed else "") if rows else "- no points",
         *([_speed_line(probes, profile)] if probes else []),
-        *([_memory_line(rows, profile)] if rows else []),
+        *memory_line,
         *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
            "reference GEMM time over the reference timed around that round in the same process "
            "(`ftmodel.speed`; the part the prediction puts on the host by the host "

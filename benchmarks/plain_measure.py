@@ -61,18 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tracing.inputs import resolve_inputs
     from ftmodel.measure import settle
-    from ftmodel.speed import SpeedMeter
+    from ftmodel.speed import Reference, SpeedMeter
 
     # only its references are used here
     meter = SpeedMeter(nominal_s=1.0, nominal_host_s=1.0, nominal_memory_s=1.0)
 
-    def reference() -> tuple[float, float, float]:  # after the framework's threads went quiet
+    def reference() -> Reference:  # after the framework's threads have gone quiet
         if fw.settle_s > 0:
             settle(fw.settle_s)
         ref = meter.reference()
         if fw.settle_s > 0:
             settle(0.0)  # the reference's own worker threads, before the runtime's round
-        return ref.gemm_s, ref.host_s or 0.0, ref.memory_s or 0.0
+        return ref
 
     zm = get_corpus_model(args.model)
     torch.manual_seed(0)
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(points, dict)
         points[str(b)] = {"time_s": min(medians), "round_medians_s": medians,
                           "faults_per_call": _faults_per_call(fn, 3),
-                          "round_references_s": [g for g, _, _ in refs],
-                          "round_host_references_s": [h for _, h, _ in refs],
-                          "round_memory_references_s": [m for _, _, m in refs]}
+                          "round_references_s": [r.gemm_s for r in refs],
+                          "round_host_references_s": [r.host_s or 0.0 for r in refs],
+                          "round_memory_references_s": [r.memory_s or 0.0 for r in refs]}
     print(json.dumps(out))
     return 0
 

@@ -50,7 +50,9 @@ reproduces the real heap's grows and trims for FastViT-T8 (12 / 2 each; 19,146 f
 25,415 measured, 9,190 with every thread's calls, 12,228 traced: the trace misses 58 of its 374
 allocations of 128 KiB or more. oneDNN's verbose log shows they are the inputs of its depthwise
 and 1x1 convolutions re-ordered into the blocked layout (padded to 16 channels), 58 per call;
-none for the grouped ones run as GEMMs or a 3-channel 3x3 stem. They are not counted here.) It
+none for the grouped ones run as GEMMs or a 3-channel 3x3 stem. They are not counted here:
+counted, they took the simulated faults further from the measured ones on a Zen 3 guest's
+tuning half, ``benchmarks/results/cpu-epyc-milan/README.md``.) It
 does not reproduce the TCN's heap (12 / 3 against 31 / 9) or GPT-2's. Counting the measured
 faults instead of the simulated ones would move the corpus's median APE little (run x12,
 held-out at calibration speed: 10.2% either way; tuning 13.1% to 11.6%).
