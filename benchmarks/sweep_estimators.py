@@ -16,7 +16,10 @@ absolute deviation of the log ratios). Estimators:
   (``ftmodel.measure.fastest_plausible``; calibrations before 2026-11-28);
 - ``median scaled round``: the same rounds' median;
 - ``fastest over fastest``: the fastest round as timed over the fastest reference around the
-  rounds (``ftmodel.measure.fastest_over_fastest``; calibrations since);
+  rounds (``ftmodel.measure.fastest_over_fastest``; calibrations from 2026-11-28), the GEMM's
+  factor alone;
+- ``fastest over fastest, class blend``: the same with the class's blend of the GEMM and memory
+  references' factors (``ftmodel.speed.gemm_share``; calibrations since 2026-11-29);
 - ``fastest as timed``: the fastest round, not scaled (what a machine without a meter gives).
 
 Nothing else may run on the machine meanwhile.
@@ -43,18 +46,21 @@ from ftmodel.calibration.sweep_stage import caller, to_device  # noqa: E402
 from ftmodel.errors import InvalidArgumentError  # noqa: E402
 from ftmodel.measure import (Measurement, cpu_name, fastest_over_fastest,  # noqa: E402
                              fastest_plausible, keep_heap, measure_interleaved)
-from ftmodel.speed import SpeedMeter, speed_normalised  # noqa: E402
+from ftmodel.speed import SpeedMeter, gemm_share, speed_normalised  # noqa: E402
 
 BIG_S = 2e-4  # samples slower than this in every pass are compared
 
 
-def _estimates(meter: SpeedMeter, m: Measurement) -> dict[str, float]:
-    """A sample's time by each estimator, from its rounds as timed and their references."""
+def _estimates(meter: SpeedMeter, m: Measurement, share: float) -> dict[str, float]:
+    """A sample's time by each estimator, from its rounds as timed and their references
+    (``share``: its class's share of the GEMM reference)."""
     scaled = [t * meter.factor(a, b) for t, (a, b) in zip(m.timed_round_s, m.references)]
     refs = [r for ab in m.references for r in ab]
     return {"fastest scaled round": fastest_plausible(scaled),
             "median scaled round": statistics.median(scaled),
             "fastest over fastest": fastest_over_fastest(meter, m.timed_round_s, refs),
+            "fastest over fastest, class blend": fastest_over_fastest(
+                meter, m.timed_round_s, refs, gemm_share=share),
             "fastest as timed": min(m.timed_round_s)}
 
 
@@ -92,14 +98,17 @@ def main(argv: list[str] | None = None) -> int:
              f"- reference GEMM: nominal {meter.nominal_s * 1e3:.3f} ms, seen "
              f"{min(meter.seen_s) * 1e3:.3f}-{max(meter.seen_s) * 1e3:.3f} ms "
              f"(median {statistics.median(meter.seen_s) * 1e3:.3f}) over "
-             f"{len(meter.seen_s)} references",
+             f"{len(meter.seen_s)} references; memory reference seen "
+             f"{min(meter.seen_memory_s) * 1e3:.3f}-{max(meter.seen_memory_s) * 1e3:.3f} ms "
+             f"(median {statistics.median(meter.seen_memory_s) * 1e3:.3f})",
              "", "Over each pair of passes, samples slower than 0.2 ms: the class's offset "
              "(|median log ratio|) and the per-sample scatter around it (median absolute "
              "deviation of the log ratios); mean over the pairs.", "",
              "| class | samples | estimator | offset | per-sample scatter |",
              "|---|---|---|---|---|"]
     for c in classes:
-        est = [{k: _estimates(meter, m) for k, m in p.items()} for p in passes[c]]
+        est = [{k: _estimates(meter, m, gemm_share(c)) for k, m in p.items()}
+               for p in passes[c]]
         big = [k for k in est[0] if all(e[k]["fastest as timed"] > BIG_S for e in est)]
         for name in est[0][big[0]] if big else []:
             offs, mads = [], []

@@ -6,8 +6,8 @@ shared VM's speed in those seconds is one draw: on the 2-vCPU Xeon, two calibrat
 apart started at 0.85 and 0.74 ms, while the medians of the ~2,500 references each took over its
 whole run were 0.81 and 0.79 ms. :func:`at_speed` re-expresses a finished profile at the
 machine's typical speed instead (``ftmodel.speed.SpeedMeter.typical``: the GEMM references'
-median, the host references' 10th percentile, the VM's fast host state), so that its
-predictions do not describe its speed in one moment.
+median, the host references' 10th percentile, the VM's fast host state, the memory
+references' median), so that its predictions do not describe its speed in one moment.
 
 Two factors, one per reference. Host times follow the host reference: the host costs per event
 and per call of every framework, the in-model ``per_kernel_s`` (what a kernel costs inside a
@@ -16,8 +16,11 @@ recorded times and the in-model networks' host parts. Device times follow the GE
 samples' times and their cold times, the in-model ``per_byte_s``, the cache probe's
 ``cold_s_per_byte``, the device's launch, sync and floor times, the sweep samples' recorded
 times and the networks' device parts (a network's recorded total takes the two in
-proportion). A profile without a host reference, or a call
-without a host time, scales both sides by the GEMM's factor. Dimensionless terms
+proportion). A profile whose op-curve samples were scaled by the memory reference as well
+(``provenance.speed.memory_normalised``) re-expresses each op class's samples by its blend of
+the two factors (:func:`ftmodel.speed.gemm_share`) when a memory reference time is given. A
+profile without a host reference, or a call without a host time, scales both sides by the
+GEMM's factor. Dimensionless terms
 (``host_scale``, ``device_scale``, spreads, cache-model sizes and shares) are kept.
 Predictions made with the result are the original ones' host and device parts times their
 factors, but for two absolute thresholds of timer resolution
@@ -33,7 +36,8 @@ from dataclasses import replace
 from typing import Any
 
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, OpClassData
-from ftmodel.speed import nominal_host_reference_s, nominal_reference_s
+from ftmodel.speed import (gemm_share, memory_normalised, nominal_host_reference_s,
+                           nominal_memory_reference_s, nominal_reference_s)
 
 __all__ = ["at_speed", "cache_at"]
 
@@ -82,25 +86,41 @@ def cache_at(cache: Mapping[str, float], factor: float) -> dict[str, float]:
 
 
 def at_speed(profile: HardwareProfile, reference_s: float,
-             host_reference_s: float | None = None) -> HardwareProfile:
+             host_reference_s: float | None = None,
+             memory_reference_s: float | None = None) -> HardwareProfile:
     """``profile`` (a CPU calibration scaled to ``provenance.speed``'s nominal times) expressed
-    at the speed where the reference GEMM takes ``reference_s`` and the host reference
+    at the speed where the reference GEMM takes ``reference_s``, the host reference
     ``host_reference_s`` (None, or a profile without a host reference: host times follow the
-    GEMM's factor); the former nominal times are kept as ``provenance.speed.start_*``."""
+    GEMM's factor) and the memory reference ``memory_reference_s`` (None, or a profile whose
+    device times were not scaled by it: they follow the GEMM's factor alone); the former
+    nominal times are kept as ``provenance.speed.start_*``."""
     nominal_s = nominal_reference_s(profile.provenance)
     if nominal_s is None:
         raise ValueError(f"profile {profile.name!r} records no nominal speed "
                          "(provenance.speed); it cannot be re-expressed at another one")
-    for label, value in (("reference time", reference_s), ("host reference time",
-                                                           host_reference_s)):
+    for label, value in (("reference time", reference_s),
+                         ("host reference time", host_reference_s),
+                         ("memory reference time", memory_reference_s)):
         if value is not None and not value > 0:
             raise ValueError(f"{label} must be positive, got {value!r}")
     factor = reference_s / nominal_s
     nominal_host_s = nominal_host_reference_s(profile.provenance)
     host_factor = (host_reference_s / nominal_host_s
                    if host_reference_s is not None and nominal_host_s is not None else factor)
+    nominal_memory_s = nominal_memory_reference_s(profile.provenance)
+    memory_factor = (memory_reference_s / nominal_memory_s
+                     if memory_reference_s is not None and nominal_memory_s is not None
+                     and memory_normalised(profile.provenance) else None)
+
+    def class_factor(op_class: str) -> float:
+        if memory_factor is None:
+            return factor
+        w = gemm_share(op_class)
+        return w * factor + (1.0 - w) * memory_factor
+
     dev = profile.device
-    device = replace(dev, op_classes={k: _curve(v, factor, k) for k, v in dev.op_classes.items()},
+    device = replace(dev, op_classes={k: _curve(v, class_factor(k), k)
+                                      for k, v in dev.op_classes.items()},
                      launch_latency_s=dev.launch_latency_s * factor, sync_s=dev.sync_s * factor,
                      kernel_floor_s=dev.kernel_floor_s * factor,
                      cache=cache_at(dev.cache, factor))
@@ -114,7 +134,10 @@ def at_speed(profile: HardwareProfile, reference_s: float,
     if nominal_host_s is not None:
         speed = {"start_host_reference_s": nominal_host_s, **speed,
                  "host_reference_s": nominal_host_s * host_factor}
+    if memory_factor is not None and nominal_memory_s is not None:
+        speed = {"start_memory_reference_s": nominal_memory_s, **speed,
+                 "memory_reference_s": nominal_memory_s * memory_factor}
     provenance = {**profile.provenance, "speed": speed,
-                  "raw_op_times": {c: [_times(e, factor) for e in entries]
+                  "raw_op_times": {c: [_times(e, class_factor(c)) for e in entries]
                                    for c, entries in raw.items()}}
     return replace(profile, device=device, host=host, provenance=provenance)

@@ -9,8 +9,9 @@ from typing import Any
 
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.measure import measure
-from ftmodel.speed import (SpeedMeter, nominal_host_reference_s, nominal_memory_reference_s,
-                           nominal_reference_s, reference_gemm, speed_normalised)
+from ftmodel.speed import (SpeedMeter, memory_normalised, nominal_host_reference_s,
+                           nominal_memory_reference_s, nominal_reference_s, reference_gemm,
+                           speed_normalised)
 
 __all__ = ["DRIFT_WARNING", "reference_drift", "reference_probe_s", "speed_meter_for"]
 
@@ -38,7 +39,8 @@ def speed_meter_for(device: str, base: HardwareProfile | None) -> SpeedMeter | N
     """The meter a CPU calibration scales its measurements with: a new nominal speed for a
     fresh profile, the profile's own for an update (none for a profile measured without one:
     its earlier stages were not scaled, and the new ones must match them; the GEMM alone for a
-    profile measured before the host reference)."""
+    profile measured before the host reference; device times on the GEMM alone for one
+    measured before the memory reference scaled them)."""
     if device != "cpu":
         return None
     if base is None:
@@ -48,4 +50,5 @@ def speed_meter_for(device: str, base: HardwareProfile | None) -> SpeedMeter | N
         return None
     return SpeedMeter(device, nominal_s=nominal_s,
                       nominal_host_s=nominal_host_reference_s(base.provenance),
-                      nominal_memory_s=nominal_memory_reference_s(base.provenance))
+                      nominal_memory_s=nominal_memory_reference_s(base.provenance),
+                      normalise_memory=memory_normalised(base.provenance))

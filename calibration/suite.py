@@ -388,6 +388,6 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     profile = snapshot(True)
     if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
         typical = meter.typical()
-        profile = at_speed(profile, typical.gemm_s, typical.host_s)
+        profile = at_speed(profile, typical.gemm_s, typical.host_s, typical.memory_s)
     write_profile(profile, path)
     return profile

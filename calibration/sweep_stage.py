@@ -24,6 +24,7 @@ from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
 from ftmodel.tracing.variants import steps_of
 from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
+from ftmodel.speed import gemm_share
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["ClassTimes", "to_device", "caller", "measure_group", "measure_class",
@@ -45,16 +46,17 @@ def caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], 
 
 def measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
                   device: str, rounds: int, round_s: float,
-                  host_share: Mapping[str, float] | None = None
+                  host_share: Mapping[str, float] | None = None,
+                  gemm_share: Mapping[str, float] | None = None
                   ) -> dict[str, tuple[float, float]]:
     """(time, spread) of each labelled module called on its inputs, timed interleaved
-    (``host_share``: see :func:`ftmodel.measure.measure_interleaved`)."""
+    (``host_share``, ``gemm_share``: see :func:`ftmodel.measure.measure_interleaved`)."""
     fns = {}
     for label, module, inputs in items:
         m, xs = to_device(module, inputs, device)
         fns[label] = caller(m, xs)
     res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                              host_share=host_share)
+                              host_share=host_share, gemm_share=gemm_share)
     return {str(k): (v.time_s, v.spread) for k, v in res.items()}
 
 
@@ -93,14 +95,19 @@ def _short_labels(samples: Sequence[OpSample], device: str) -> dict[str, str]:
 def measure_class(samples: list[OpSample], device: str, rounds: int, round_s: float,
                   flush: Callable[[], object] | None = None) -> ClassTimes:
     """Time one curve's samples once (floors included): interleaved hot rounds, and with
-    ``flush`` cold rounds (see :func:`class_stage`)."""
+    ``flush`` cold rounds (see :func:`class_stage`); on a CPU each scaled to the speed meter's
+    nominal speed by its op class's blend of the GEMM and memory references
+    (:func:`ftmodel.speed.gemm_share`)."""
     shorts = _short_labels(samples, device)
+    shares = {s.label: gemm_share(s.op_class) for s in samples}
+    shares.update({shorts[s.label]: shares[s.label] for s in samples if s.label in shorts})
     if device.startswith("cuda"):  # asynchronous: device time observed directly
         hot = _measure_captured(samples, device, rounds, round_s)
     else:
         hot = measure_group([(s.label, s.module, s.inputs) for s in samples]
                             + [(shorts[s.label], s.module, s.short_inputs)
-                               for s in samples if s.label in shorts], device, rounds, round_s)
+                               for s in samples if s.label in shorts], device, rounds, round_s,
+                            gemm_share=shares)
     cold: dict[str, float] = {}
     if flush is not None:
         fns = {}
@@ -108,7 +115,8 @@ def measure_class(samples: list[OpSample], device: str, rounds: int, round_s: fl
             m, xs = to_device(s.module, s.inputs, device)
             fns[s.label] = caller(m, xs)
         cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
-            fns, flush=flush, device=device, rounds=max(2, rounds - 2)).items()}
+            fns, flush=flush, device=device, rounds=max(2, rounds - 2),
+            gemm_share=shares).items()}
     return ClassTimes(hot, cold)
 
 

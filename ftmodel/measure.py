@@ -161,7 +161,8 @@ def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: 
 def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = "cpu",
                         rounds: int = 5, warmup: int = 2, round_s: float = 0.05,
                         max_reps: int = 200, settle_s: float = 0.0,
-                        host_share: Mapping[K, float] | None = None) -> dict[K, Measurement]:
+                        host_share: Mapping[K, float] | None = None,
+                        gemm_share: Mapping[K, float] | None = None) -> dict[K, Measurement]:
     """Time each callable in ``rounds`` interleaved rounds of about ``round_s`` seconds each.
 
     ``settle_s``: before each callable's block (and its warm-up), untimed, sleep this long and
@@ -175,7 +176,9 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
     before and after each block of calls (at most every ``ftmodel.speed.REFERENCE_INTERVAL_S``;
     after each pause with ``settle_s``), each round's median is scaled to the meter's nominal
     speed (``host_share``: the part of each callable's time that is host work, which follows
-    the host reference; 0 when not given)."""
+    the host reference; 0 when not given; ``gemm_share``: the part of its device time that
+    follows the reference GEMM rather than the memory reference, as
+    :func:`ftmodel.speed.gemm_share` gives it per op class; 1 when not given)."""
     reps: dict[K, int] = {}
     for key, fn in fns.items():
         if settle_s > 0:
@@ -185,7 +188,7 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
         synchronize(device)
         reps[key] = _reps_for(fn, device, round_s, max_reps)
     meter = active_meter(device)
-    timed = _Rounds(list(fns), meter, host_share)
+    timed = _Rounds(list(fns), meter, host_share, gemm_share)
     for _ in range(rounds):
         refs: list[Reference] = []  # the speed meter's references this round, if one is in force
         after_ref: dict[K, int] = {}  # each block's reference before it
@@ -212,9 +215,11 @@ class _Rounds(Generic[K]):
     meter)."""
 
     def __init__(self, keys: Sequence[K], meter: SpeedMeter | None,
-                 host_share: Mapping[K, float] | None = None) -> None:
+                 host_share: Mapping[K, float] | None = None,
+                 gemm_share: Mapping[K, float] | None = None) -> None:
         self.meter = meter
         self.shares = dict(host_share or {})
+        self.gemm_shares = dict(gemm_share or {})
         self.scaled: dict[K, list[float]] = {k: [] for k in keys}
         self.raw: dict[K, list[float]] = {k: [] for k in keys}
         self.refs: dict[K, list[tuple[Reference, Reference]]] = {k: [] for k in keys}
@@ -236,7 +241,8 @@ class _Rounds(Generic[K]):
                 continue
             self.refs[key].append((refs[i], refs[i + 1]))
             self.scaled[key].append(t * meter.factor(refs[i], refs[i + 1],
-                                                     self.shares.get(key, 0.0)))
+                                                     self.shares.get(key, 0.0),
+                                                     self.gemm_shares.get(key, 1.0)))
 
     def results(self, calls_per_round: Mapping[K, int]) -> dict[K, Measurement]:
         """Each callable's :class:`Measurement`. Without a meter, its time is the fastest
@@ -248,16 +254,17 @@ class _Rounds(Generic[K]):
             refs = tuple(self.refs[k])
             time_s = (fastest_plausible(scaled) if self.meter is None or not refs else
                       fastest_over_fastest(self.meter, self.raw[k], [r for ab in refs for r in ab],
-                                           self.shares.get(k, 0.0)))
+                                           self.shares.get(k, 0.0), self.gemm_shares.get(k, 1.0)))
             out[k] = Measurement(time_s, tuple(scaled), n, tuple(self.raw[k]), refs)
         return out
 
 
 def fastest_over_fastest(meter: SpeedMeter, raw_s: Sequence[float],
-                         refs: Sequence[Reference], host_share: float = 0.0) -> float:
+                         refs: Sequence[Reference], host_share: float = 0.0,
+                         gemm_share: float = 1.0) -> float:
     """A time at the meter's nominal speed from rounds timed on a machine whose speed moves: the
     fastest round as timed, scaled by the fastest of the references around the rounds
-    (:meth:`ftmodel.speed.SpeedMeter.factor`; the GEMM reference's and the host reference's
+    (:meth:`ftmodel.speed.SpeedMeter.factor`; the GEMM, host and memory references'
     fastest each). Interference only slows a call down, the reference's as much as the
     measurement's, so each minimum is that call's time on the undisturbed machine.
 
@@ -270,9 +277,11 @@ def fastest_over_fastest(meter: SpeedMeter, raw_s: Sequence[float],
     if not raw_s or not refs:
         raise ValueError("no rounds or no references to choose from")
     hosts = [r.host_s for r in refs]
+    memories = [r.memory_s for r in refs]
     fastest = Reference(min(r.gemm_s for r in refs),
-                        None if any(h is None for h in hosts) else min(h for h in hosts if h))
-    return min(raw_s) * meter.factor(fastest, fastest, host_share)
+                        None if any(h is None for h in hosts) else min(h for h in hosts if h),
+                        None if any(m is None for m in memories) else min(m for m in memories if m))
+    return min(raw_s) * meter.factor(fastest, fastest, host_share, gemm_share)
 
 
 def measure(fn: Callable[[], object], *, device: str = "cpu", rounds: int = 5, warmup: int = 2,
@@ -316,15 +325,18 @@ def cache_flusher(device: str = "cpu", cache_bytes: int | None = None) -> Callab
 
 def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
                              flush: Callable[[], object], device: str = "cpu", rounds: int = 3,
-                             reps: int = 5, warmup: int = 1) -> dict[K, Measurement]:
+                             reps: int = 5, warmup: int = 1,
+                             gemm_share: Mapping[K, float] | None = None
+                             ) -> dict[K, Measurement]:
     """Time each callable right after an (untimed) cache flush; rounds interleaved as in
-    :func:`measure_interleaved`, each round the median of ``reps`` flushed calls."""
+    :func:`measure_interleaved` (``gemm_share`` as there), each round the median of ``reps``
+    flushed calls."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     synchronize(device)
     meter = active_meter(device)
-    timed = _Rounds(list(fns), meter)
+    timed = _Rounds(list(fns), meter, gemm_share=gemm_share)
     for _ in range(rounds):
         refs: list[Reference] = []
         after_ref: dict[K, int] = {}

@@ -34,17 +34,28 @@ The host reference has two speeds on that VM (about 140 and 250 µs, each held f
 seconds); :meth:`SpeedMeter.typical` gives the speed a finished calibration is re-expressed
 at: the GEMM references' median and the host references' 10th percentile.
 
-What this assumes: a slower phase slows the device's kernels as it slows the GEMM, and host
-work as it slows the host reference (steal time and frequency slow both). Contention for the
-shared last-level cache and memory bandwidth slows memory-bound kernels far more than the GEMM,
-so a meter also times a *memory reference* (:func:`reference_memory`: one copy of
-``MEMORY_REFERENCE_BYTES`` into a buffer kept between calls, read and written once each, about
-a 32 MiB L3's worth) and records it beside the others without scaling by it. On the 2-vCPU AMD
-EPYC (Zen 4) two calibrations 15 minutes apart timed the same 16 MiB copy sample at 0.29 and
-0.70 ms, GEMM-normalised, while their reference GEMMs were 1.03 and 1.02 ms; a Zen 3 guest of
-the same name took 1.77 ms for this reference with a 1.42 ms GEMM. The record tells such a shift apart
-from a model's error (``provenance.speed.memory_*``; ``benchmarks/corpus.py`` reports it per
-run). Only a CPU device is normalised: a GPU's own speed does not move with the host VM's.
+Kernels do not all follow the GEMM either. A meter also times a *memory reference*
+(:func:`reference_memory`: one copy of ``MEMORY_REFERENCE_BYTES`` into a buffer kept between
+calls, read and written once each, about a 32 MiB L3's worth). On the 2-vCPU AMD EPYC (Zen 3)
+guest, over five minutes of passes (``benchmarks/speed_kernels.py``, 461 passes; results in
+``benchmarks/results/cpu-epyc-milan/speed-kernels.md``), the GEMM and memory references moved
+independently (correlation of their logs -0.15) and each kernel's time followed a blend of the
+two: scaled by ``w × GEMM factor + (1 − w) × memory factor``, a 64 MiB add repeated best at
+``w`` = 0 (standard deviation of its log time 0.10, 0.38 scaled by the GEMM alone), LayerNorm and
+a depthwise convolution at 0.25 (0.10-0.11 against 0.28-0.32), a 3x3 convolution, softmax and
+max pooling at 0.5 (0.11-0.14 against 0.23-0.25), a 256x1024x1024 GEMM at 0.75 (0.095 against
+0.14; a 1 MiB add, cache-resident, at 0.25). :func:`gemm_share` gives each op class the ``w``
+of the kernel of its kind in that measurement (matrix products 0.75; elementwise ops, copies,
+embeddings and reductions 0, as the large add; others 0.5). A calibration's op-curve samples
+are scaled by their class's blend (:meth:`SpeedMeter.factor`'s ``gemm_share``; a profile
+records ``provenance.speed.memory_normalised``), and a finished one is re-expressed at the
+memory references' median as well. Profiles measured before this kept every device time on
+the GEMM. Timed in three passes a minute apart on that guest (``benchmarks/sweep_estimators.py``,
+``sweep-estimators.md`` there), the samples of eight op classes moved between passes less scaled
+by the class blend than by the GEMM alone, in every class (a class's offset 2.5-43% against
+13-68%); the fastest round left unscaled moved least in six of the eight (3.5-16%), so in that
+machine state the references themselves were the larger noise.
+Only a CPU device is normalised: a GPU's own speed does not move with the host VM's.
 """
 
 from __future__ import annotations
@@ -63,6 +74,7 @@ import torch
 from torch import nn
 
 __all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "MEMORY_REFERENCE_BYTES",
+           "gemm_share", "memory_normalised",
            "REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "Reference",
            "SpeedMeter", "active_meter", "at_nominal_speed", "blended", "median_of_calls",
            "nominal_host_reference_s", "nominal_memory_reference_s",
@@ -79,6 +91,13 @@ HOST_TYPICAL_QUANTILE = 0.10
 # cache's worth; 0.3-1.3 ms on the 2-vCPU EPYC guests)
 MEMORY_REFERENCE_BYTES = 16 * 2**20
 _MEMORY_REFERENCE_CALLS = 4  # a memory reference is the median of this many calls
+# each op class's share of the GEMM reference in its speed (the rest follows the memory
+# reference); see the module docstring for the measurement. Classes not named here: 0.5.
+_GEMM_SHARE = {"gemm": 0.75, "bmm": 0.75, "attention": 0.75,
+               "conv": 0.5, "softmax": 0.5, "pool": 0.5,
+               "conv_grouped": 0.25, "norm": 0.25,
+               "elementwise": 0.0, "copy": 0.0, "embedding": 0.0, "reduction": 0.0}
+_DEFAULT_GEMM_SHARE = 0.5
 REFERENCE_INTERVAL_S = 0.1  # at most this long between two references inside a measurement
 _REFERENCE_CALLS = 8  # a reference time is the median of this many calls (~6-10 ms on a CPU)
 _NOMINAL_PROBES = 20  # the nominal time is the median of this many references ...
@@ -130,13 +149,31 @@ def nominal_host_reference_s(provenance: Mapping[str, Any]) -> float | None:
     return None
 
 
+def gemm_share(op_class: str) -> float:
+    """How much of an ``op_class`` kernel's speed follows the reference GEMM (0-1); the rest
+    follows the memory reference. ``op_class`` may carry ``@op`` and ``:variant`` suffixes."""
+    base = op_class.split(":")[0].split("@")[0]
+    return _GEMM_SHARE.get(base, _DEFAULT_GEMM_SHARE)
+
+
+def memory_normalised(provenance: Mapping[str, Any]) -> bool:
+    """Whether a profile's device times were scaled by the memory reference as well as the
+    GEMM's (``provenance.speed.memory_normalised``)."""
+    speed = provenance.get("speed")
+    return bool(isinstance(speed, Mapping) and speed.get("normalised")
+                and speed.get("memory_normalised") and speed.get("memory_reference_s"))
+
+
 def nominal_memory_reference_s(provenance: Mapping[str, Any]) -> float | None:
-    """The memory reference time over a profile's calibration: the median of its readings
-    (``provenance.speed.memory_median_s``, else the nominal ``memory_reference_s`` timed at its
-    start), or None for a profile measured without one."""
+    """The memory reference time a profile stands for: the one its device times were scaled to
+    (``provenance.speed.memory_reference_s``) when they were (:func:`memory_normalised`), else
+    the median of its readings over the calibration (``memory_median_s``, else the one timed at
+    its start); None for a profile measured without one."""
     speed = provenance.get("speed")
     if not isinstance(speed, Mapping):
         return None
+    if memory_normalised(provenance):
+        return float(speed["memory_reference_s"])
     value = speed.get("memory_median_s") or speed.get("memory_reference_s")
     return float(value) if value else None
 
@@ -182,7 +219,8 @@ class SpeedMeter:
 
     def __init__(self, device: str = "cpu", nominal_s: float | None = None,
                  nominal_host_s: float | None = None,
-                 nominal_memory_s: float | None = None) -> None:
+                 nominal_memory_s: float | None = None,
+                 normalise_memory: bool | None = None) -> None:
         if device != "cpu":
             raise ValueError(f"the speed meter measures a CPU, got device {device!r}")
         self.device = device
@@ -216,6 +254,8 @@ class SpeedMeter:
         self.nominal_s = float(nominal_s)
         self.nominal_host_s = None if nominal_host_s is None else float(nominal_host_s)
         self.nominal_memory_s = None if nominal_memory_s is None else float(nominal_memory_s)
+        self.normalise_memory = (self.nominal_memory_s is not None
+                                 and (normalise_memory is None or normalise_memory))
 
     def reference(self) -> Reference:
         """The machine's speed now: one reference GEMM's seconds (median of
@@ -241,12 +281,21 @@ class SpeedMeter:
         """Whether ``REFERENCE_INTERVAL_S`` has passed since the last reference."""
         return time.perf_counter() - self._last_at >= REFERENCE_INTERVAL_S
 
-    def factor(self, before: Reference, after: Reference, host_share: float = 0.0) -> float:
+    def factor(self, before: Reference, after: Reference, host_share: float = 0.0,
+               gemm_share: float = 1.0) -> float:
         """What scales a measurement between two references to the nominal speed: ``nominal /
-        reference`` (geometric mean of the two) of the GEMM, blended with the host reference's
-        by ``host_share``, the part of the measured time that is host work (0-1; ignored when
-        either reference or the nominal host time is missing)."""
+        reference`` (geometric mean of the two) of the GEMM, blended with the memory
+        reference's by ``gemm_share`` (the device time's share that follows the GEMM, as
+        :func:`gemm_share` gives it per op class; ignored unless this meter normalises memory
+        and both references hold one), then with the host reference's by ``host_share``, the
+        part of the measured time that is host work (0-1; ignored when either reference or the
+        nominal host time is missing)."""
         gemm = self.nominal_s / math.sqrt(before.gemm_s * after.gemm_s)
+        w = min(max(gemm_share, 0.0), 1.0)
+        if (w < 1.0 and self.normalise_memory and self.nominal_memory_s is not None
+                and before.memory_s and after.memory_s):
+            memory = self.nominal_memory_s / math.sqrt(before.memory_s * after.memory_s)
+            gemm = w * gemm + (1.0 - w) * memory
         share = min(max(host_share, 0.0), 1.0)
         if (share == 0.0 or self.nominal_host_s is None or before.host_s is None
                 or after.host_s is None):
@@ -281,6 +330,7 @@ class SpeedMeter:
         if self.nominal_memory_s is not None:
             memory = self.seen_memory_s or [self.nominal_memory_s]
             out.update(memory_reference_s=self.nominal_memory_s,
+                       memory_normalised=self.normalise_memory,
                        memory_reference_bytes=MEMORY_REFERENCE_BYTES,
                        memory_min_s=min(memory), memory_median_s=statistics.median(memory),
                        memory_max_s=max(memory))

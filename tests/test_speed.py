@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 import ftmodel.measure as measure_mod
-from ftmodel.measure import measure_cold_interleaved, measure_interleaved
+from ftmodel.measure import fastest_over_fastest, measure_cold_interleaved, measure_interleaved
 from ftmodel.speed import (HOST_REFERENCE_CALLS, MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE,
-                           Reference, SpeedMeter, active_meter, at_nominal_speed,
-                           nominal_host_reference_s, nominal_memory_reference_s,
+                           Reference, SpeedMeter, active_meter, at_nominal_speed, gemm_share,
+                           memory_normalised, nominal_host_reference_s,
+                           nominal_memory_reference_s,
                            reference_memory, speed_normalised)
 
 
@@ -166,14 +167,18 @@ def test_meter_records_the_memory_reference_beside_the_others() -> None:
     assert summary["memory_reference_s"] == 5e-4
     assert summary["memory_reference_bytes"] == MEMORY_REFERENCE_BYTES
     assert summary["memory_min_s"] <= summary["memory_median_s"] <= summary["memory_max_s"]
-    # what a corpus run compares with: the median over the calibration, else its nominal
-    assert nominal_memory_reference_s({"speed": summary}) == summary["memory_median_s"]
+    # what a profile stands for: the nominal its device times were scaled to
+    assert nominal_memory_reference_s({"speed": summary}) == 5e-4
     assert nominal_memory_reference_s({"speed": {"memory_reference_s": 4e-4}}) == 4e-4
     assert nominal_memory_reference_s({"speed": {"normalised": True, "reference_s": 1e-3}}) \
         is None
     assert meter.typical().memory_s == summary["memory_median_s"]
-    # the scale factor ignores it: only the GEMM (and host) references scale measurements
-    assert meter.factor(Reference(2e-3, None, 9.0), Reference(2e-3, None, 9.0)) == 0.5
+    # a GEMM-bound measurement ignores it; others blend it in by their share of the GEMM
+    slow = Reference(2e-3, None, 1e-3)
+    assert meter.factor(slow, slow) == 0.5
+    assert meter.factor(slow, slow, gemm_share=0.25) == pytest.approx(0.25 * 0.5 + 0.75 * 0.5)
+    assert meter.factor(slow, Reference(2e-3, None, None), gemm_share=0.0) == 0.5  # none after
+    assert summary["memory_normalised"] is True
     with pytest.raises(ValueError, match="memory reference time must be positive"):
         SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=0.0)
 
@@ -184,3 +189,29 @@ def test_memory_reference_copies_into_a_kept_buffer() -> None:
     assert first.data_ptr() == second.data_ptr()  # no allocation per call
     assert first.numel() * first.element_size() == MEMORY_REFERENCE_BYTES
     assert float(first.abs().sum()) > 0
+
+
+def test_device_times_blend_the_gemm_and_memory_references_by_op_class() -> None:
+    assert gemm_share("gemm") == 0.75 and gemm_share("gemm@mkldnn_rnn_layer:per_call") == 0.75
+    assert gemm_share("elementwise@exp") == 0.0 and gemm_share("copy") == 0.0
+    assert gemm_share("conv_grouped:mkldnn") == 0.25 and gemm_share("conv") == 0.5
+    assert gemm_share("no such class") == 0.5
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3)
+    ref = Reference(2e-3, None, 1e-3)  # GEMM twice as slow as nominal, memory twice as fast
+    assert meter.factor(ref, ref, gemm_share=1.0) == 0.5
+    assert meter.factor(ref, ref, gemm_share=0.0) == 2.0
+    assert meter.factor(ref, ref, gemm_share=0.25) == pytest.approx(0.25 * 0.5 + 0.75 * 2.0)
+    # fastest over fastest: each reference's fastest reading, the memory one's too
+    refs = [Reference(2e-3, None, 4e-3), Reference(3e-3, None, 1e-3)]
+    assert fastest_over_fastest(meter, [1.0, 2.0], refs, gemm_share=0.0) == 2.0
+    # an update of a profile whose device times were not scaled by it keeps the GEMM alone
+    old = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3, normalise_memory=False)
+    assert old.factor(ref, ref, gemm_share=0.0) == 0.5
+    assert old.summary()["memory_normalised"] is False
+    speed = {"normalised": True, "reference_s": 1e-3, "memory_reference_s": 2e-3,
+             "memory_median_s": 3e-3}
+    assert not memory_normalised({"speed": speed})
+    assert nominal_memory_reference_s({"speed": speed}) == 3e-3  # the median: not scaled to it
+    speed["memory_normalised"] = True
+    assert memory_normalised({"speed": speed})
+    assert nominal_memory_reference_s({"speed": speed}) == 2e-3  # what it was scaled to

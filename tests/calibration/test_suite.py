@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,30 @@ def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profil
     programs = [(a, b) for a, b in zip(before.samples, after.samples) if "program" in a]
     assert programs and all(b["time_s"] == pytest.approx(3.0 * a["time_s"])
                             for a, b in programs)
+
+
+def test_device_curves_follow_their_blend_of_gemm_and_memory_references(quick_profile: Path
+                                                                        ) -> None:
+    from ftmodel.calibration.rescale import at_speed
+    from ftmodel.speed import gemm_share
+
+    prof = read_profile(quick_profile)
+    speed = prof.provenance["speed"]
+    assert speed["memory_normalised"] is True and speed["memory_reference_s"] > 0
+    out = at_speed(prof, 2.0 * speed["reference_s"], None, 4.0 * speed["memory_reference_s"])
+    assert out.provenance["speed"]["memory_reference_s"] == pytest.approx(
+        4.0 * speed["memory_reference_s"])
+    for name, data in prof.device.op_classes.items():
+        w = gemm_share(name)
+        assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
+            [(2.0 * w + 4.0 * (1.0 - w)) * t for *_, t in data.samples]), name
+    # a profile whose device times were scaled by the GEMM alone stays on it
+    old = replace(prof, provenance={**prof.provenance,
+                                    "speed": {**speed, "memory_normalised": False}})
+    out = at_speed(old, 2.0 * speed["reference_s"], None, 4.0 * speed["memory_reference_s"])
+    for name, data in prof.device.op_classes.items():
+        assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
+            [2.0 * t for *_, t in data.samples]), name
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:

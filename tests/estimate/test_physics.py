@@ -19,6 +19,7 @@ from ftmodel.errors import FrameworkUnsupported
 from ftmodel.inputs import decode
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.hardware.registry import list_profiles, load_profile
+from ftmodel.tracing.records import Trace
 
 pytestmark = pytest.mark.slow
 
@@ -136,6 +137,7 @@ def test_every_framework_on_every_gpu_predicts_or_names_what_it_cannot(dtype: st
         torch.manual_seed(0)
         model = make().eval()
         macs_of: dict[str, float] = {}
+        traced: Trace | None = None  # the trace depends on model, inputs, batch and dtype only
         for fw in FRAMEWORKS:
             for gpu in ALL_GPUS:
                 prof = load_profile(gpu)
@@ -143,8 +145,9 @@ def test_every_framework_on_every_gpu_predicts_or_names_what_it_cannot(dtype: st
                     continue
                 pred = Predictor(fw, prof, dtype=dtype)
                 try:
-                    trace = pred.trace(model, inputs, 4)
-                    program = pred.lower(model, inputs, 4, trace)
+                    if traced is None:
+                        traced = pred.trace(model, inputs, 4)
+                    program = pred.lower(model, inputs, 4, traced)
                 except FrameworkUnsupported as err:
                     assert fw in ("torchscript", "onnxruntime", "onnxruntime-cudagraphs") \
                         and name == "llama-decode", (name, fw, gpu, err)
