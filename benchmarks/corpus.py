@@ -11,7 +11,10 @@ median: a fresh process lands in its own memory layout, heap and thread placemen
 point by a median 7-10% between runs on a 2-vCPU EPYC, more than its rounds spread): with glibc's
 default malloc (``plain``, what a user's process does) and, with ``--heap plain,kept``, also
 with the heap kept mapped (``kept``, the steady state of jemalloc/tcmalloc or PyTorch's CUDA
-caching allocator). Predictions are the same for both; each is compared with both.
+caching allocator). Predictions are the same for both; each is compared with both. Before each
+measuring process, the speed probe of ``speed="now"`` (``ftmodel.current_speed``, about one
+second) is taken, and every point is also predicted at its processes' probes
+(``corpus_speed.py``; ``--no-speed-now`` skips it).
 
 Results, per framework F: ``corpus-F.csv`` (one row per model × batch × heap setting) and
 ``corpus-F-summary.md``: median / P90 APE, share within ±20%, Spearman ρ and the MACs proxy
@@ -48,9 +51,13 @@ from ftmodel.frameworks.base import canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
-from ftmodel.speed import (MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE, blended,  # noqa: E402
-                           nominal_host_reference_s, nominal_memory_reference_s,
-                           nominal_reference_s)
+from ftmodel.current_speed import probe_speed  # noqa: E402
+from ftmodel.speed import (Reference, nominal_host_reference_s,  # noqa: E402
+                           nominal_memory_reference_s, nominal_reference_s)
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from corpus_speed import (NOW_LABEL, at_calibration_speed, at_speed_rows,  # noqa: E402
+                          memory_line, now_rows, predict_at_probes, probe_columns, speed_line)
 
 MEASURE = ROOT / "benchmarks" / "plain_measure.py"
 
@@ -105,41 +112,6 @@ def _measure(name: str, framework: str, batches: Sequence[int], keep_heap: bool,
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def _at_speed(m: dict[str, Any], nominal_s: float | None, nominal_host_s: float | None = None,
-              host_share: float = 0.0) -> float | None:
-    """One process's time of a point at the calibration's machine speed: each round's median
-    scaled by ``nominal / reference`` (the references timed around the round; the host
-    reference's factor for the ``host_share`` of the time the prediction puts on the host, when
-    the calibration and the process both timed it), fastest round; None without a nominal
-    speed or references."""
-    refs = m.get("round_references_s")
-    if nominal_s is None or not refs or len(refs) != len(m["round_medians_s"]) + 1:
-        return None
-    host_refs = m.get("round_host_references_s")
-    blend = nominal_host_s is not None and host_refs and len(host_refs) == len(refs)
-    out = []
-    for i, t in enumerate(m["round_medians_s"]):
-        factor = nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
-        if blend:
-            host = nominal_host_s / float(np.sqrt(host_refs[i] * host_refs[i + 1]))
-            factor = blended(factor, host, host_share)
-        out.append(t * factor)
-    return min(out)
-
-
-def at_speed_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows again, measured at the calibration's speed, as a heap setting of their own
-    (``"<heap>, at calibration speed"``) for the summary's tables; none without that time."""
-    out = []
-    for r in rows:
-        t = float(r.get("measured_at_speed_s", np.nan))
-        if np.isfinite(t) and t > 0:
-            out.append({**r, "heap": f"{r['heap']}, at calibration speed", "measured_s": t,
-                        "ratio": r["predicted_s"] / t,
-                        "ape": abs(r["predicted_s"] - t) / t})
-    return out
-
-
 def _stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
     ape = np.abs(pred - meas) / meas
     rho = float(spearmanr(pred, meas).statistic) if len(meas) > 2 else float("nan")
@@ -184,31 +156,6 @@ def _cells(rows: Sequence[dict[str, Any]], heaps: Sequence[str]) -> str:
     return " | ".join(cells)
 
 
-def _speed_line(probes: Sequence[float], profile: Any) -> str:
-    """The reference GEMM's times during the run beside its calibration's."""
-    seen = [float(p["s"]) for p in getattr(profile, "provenance", {}).get("reference_probe", [])]
-    cal = (f"; its calibration: {', '.join(f'{t * 1e3:.2f}' for t in seen)} ms" if seen
-           else "")
-    return (f"- machine speed: the calibration's reference GEMM ({' x '.join(map(str, REFERENCE_SHAPE))}, "
-            f"fp32) took {', '.join(f'{t * 1e3:.2f}' for t in probes)} ms before each pass and "
-            f"after the last{cal}")
-
-
-def _memory_line(rows: Sequence[dict[str, Any]], profile: Any) -> str:
-    """The memory reference's times during the run (its rounds) beside its calibration's."""
-    seen = [float(r["memory_reference_s"]) for r in rows
-            if np.isfinite(r.get("memory_reference_s", np.nan))]
-    if not seen:
-        return "- memory speed: not recorded (measured without the memory reference)"
-    cal = nominal_memory_reference_s(getattr(profile, "provenance", {}))
-    return (f"- memory speed: the memory reference ({MEMORY_REFERENCE_BYTES >> 20} MiB copied, "
-            f"`ftmodel.speed.reference_memory`) took a median {np.median(seen) * 1e3:.3f} ms over "
-            f"the points (P10 {np.percentile(seen, 10) * 1e3:.3f}, P90 "
-            f"{np.percentile(seen, 90) * 1e3:.3f})"
-            + (f"; over its calibration, {cal * 1e3:.3f} ms" if cal is not None else
-               "; its calibration did not time it"))
-
-
 def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
              run_failed: dict[str, str], args: argparse.Namespace, elapsed_s: float,
              profile_desc: str, probes: Sequence[float] = (), profile: Any = None) -> str:
@@ -217,9 +164,10 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
     proc_at_speed = [float(r["process_spread_at_speed"]) for r in rows
                      if np.isfinite(r.get("process_spread_at_speed", np.nan))]
     measured_heaps = list(dict.fromkeys(r["heap"] for r in rows))
-    memory_line = [_memory_line(rows, profile)] if rows else []  # the measured points only
+    memory = [memory_line(rows, profile)] if rows else []  # the measured points only
     speed_rows = at_speed_rows(rows)
-    rows = [*rows, *speed_rows]
+    probed_rows = now_rows(rows)
+    rows = [*rows, *speed_rows, *probed_rows]
     heaps = list(dict.fromkeys(r["heap"] for r in rows))  # table columns
     lines = [
         f"# Corpus validation: {framework} on {cpu_name()}",
@@ -243,8 +191,8 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         + (f"; at the calibration's speed, between processes median "
            f"{np.median(proc_at_speed):.1%}, P90 {np.percentile(proc_at_speed, 90):.1%}"
            if args.processes > 1 and proc_at_speed else "") if rows else "- no points",
-        *([_speed_line(probes, profile)] if probes else []),
-        *memory_line,
+        *([speed_line(probes, profile)] if probes else []),
+        *memory,
         *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
            "reference GEMM time over the reference timed around that round in the same process "
            "(`ftmodel.speed`; the part the prediction puts on the host by the host "
@@ -253,6 +201,12 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
            "calibration and measurement, and between processes, taken out; the plain rows are "
            "the times as measured"]
           if speed_rows else []),
+        *([f"- *{NOW_LABEL}*: predicted with `speed=\"now\"`'s probe "
+           "(`ftmodel.current_speed.probe_speed`, about one second) taken right before each "
+           "measuring process, the profile re-expressed at it; the median of those predictions "
+           "against the median of the processes' times: what a user who predicts with "
+           "`speed=\"now\"` and then measures gets (a prediction: nothing timed during the "
+           "measurement enters it)"] if probed_rows else []),
         "",
         "APE = |predicted − measured| / measured; ratio = median predicted / measured; the MACs "
         "proxy is `a + b·MACs` fitted by least squares on the same points (its fit sees the "
@@ -333,6 +287,8 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
     # so a model's processes lie minutes apart rather than back to back
     points: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     probes: list[float] = []  # the machine's speed: calibration's reference GEMM, per pass
+    # (model, heap) -> speed="now"'s probe taken right before each of its measuring processes
+    now_probes: dict[tuple[str, str], list[Reference]] = {}
     for n_pass in range(args.processes):
         probes.append(reference_probe_s("cpu", 5))
         print(f"{framework}: measuring, one process per model and heap setting"
@@ -342,12 +298,15 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
             if name in run_failed:
                 continue
             for heap in heaps:
+                probe = probe_speed() if args.speed_now else None
                 t0 = time.perf_counter()
                 res = _measure(name, framework, batches, heap == "kept", args)
                 if "error" in res:
                     run_failed[name] = res["error"]
                     print(f"  {name:<28} {heap:<5} runner failed: {res['error']}", flush=True)
                     break
+                if probe is not None:
+                    now_probes.setdefault((name, heap), []).append(probe)
                 shown = []
                 for b in batches:
                     m = res["points"][str(b)]
@@ -358,6 +317,9 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                 print(f"  {name:<28} {heap:<5} {'  '.join(shown)}  "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     probes.append(reference_probe_s("cpu", 5))
+    if now_probes:
+        print(f"{framework}: predicting at the speed probed before each measurement", flush=True)
+    now_preds = predict_at_probes(framework, profile, batches, now_probes)
     nominal_s = nominal_reference_s(profile.provenance)
     nominal_host_s = nominal_host_reference_s(profile.provenance)
     nominal_memory_s = nominal_memory_reference_s(profile.provenance)
@@ -376,7 +338,8 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                 measured = float(np.median(times))
                 share = p.overhead_s / (p.overhead_s + p.compute_s) \
                     if p.overhead_s + p.compute_s > 0 else 0.0
-                at_speed = [_at_speed(m, nominal_s, nominal_host_s, share) for m in ms]
+                now = now_preds.get((name, heap, b), [])
+                at_speed = [at_calibration_speed(m, nominal_s, nominal_host_s, share) for m in ms]
                 rows.append({
                     "model": name, "family": zm.family,
                     "half": "held-out" if is_held_out(name) else "tuning",
@@ -407,7 +370,9 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                     "measured_at_speed_s": (float(np.median(at_speed))
                                             if None not in at_speed else np.nan),
                     "process_spread_at_speed": (max(at_speed) / min(at_speed) - 1
-                                                if None not in at_speed else np.nan)})
+                                                if None not in at_speed else np.nan),
+                    "predicted_now_s": float(np.median(now)) if now else np.nan,
+                    **probe_columns(now_probes.get((name, heap), []))})
     stem = out / f"corpus-{framework}"
     if rows:
         with open(stem.with_suffix(".csv"), "w", newline="") as f:
@@ -436,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="fresh processes per model and heap setting, one per pass over the "
                          "corpus; a point's time is their median (default 1)")
     ap.add_argument("--timeout-s", type=float, default=900)
+    ap.add_argument("--no-speed-now", dest="speed_now", action="store_false",
+                    help="skip the speed probe before each measuring process (and the rows "
+                         "predicted at it)")
     ap.add_argument("--out-dir", required=True)
     args = ap.parse_args(argv)
 

@@ -2,7 +2,7 @@
 
     python benchmarks/profile_agreement.py A.json B.json [C.json ...] > agreement.md
 
-Every profile is re-expressed (``ftmodel.calibration.rescale.at_speed``) at the first one's
+Every profile is re-expressed (``ftmodel.hardware.rescale.at_speed``) at the first one's
 reference times (GEMM, host and, for profiles scaled by it, memory), so that what remains
 between two profiles is what their calibrations measured differently, not the speed the
 machine had. For each pair and each op-curve class measured by both with the same samples, the
@@ -22,20 +22,30 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ftmodel.calibration.rescale import at_speed  # noqa: E402
+from ftmodel.hardware.rescale import at_speed  # noqa: E402
 from ftmodel.hardware.profile import HardwareProfile, read_profile  # noqa: E402
 from ftmodel.speed import (memory_normalised, nominal_host_reference_s,  # noqa: E402
                            nominal_memory_reference_s, nominal_reference_s)
 
 
-def _common(profiles: list[HardwareProfile]) -> list[HardwareProfile]:
+def _common(profiles: list[HardwareProfile], exponent: float = 1.0) -> list[HardwareProfile]:
+    """Each profile re-expressed at the first one's reference times, each reference moved
+    ``(first / own) ** exponent`` of the way (1: all of it)."""
     first = profiles[0].provenance
-    gemm_s = nominal_reference_s(first)
-    if gemm_s is None:
+    targets = (nominal_reference_s(first), nominal_host_reference_s(first),
+               nominal_memory_reference_s(first))
+    if targets[0] is None:
         raise SystemExit(f"{profiles[0].name}: no nominal speed recorded")
-    host_s = nominal_host_reference_s(first)
-    memory_s = nominal_memory_reference_s(first)
-    return [at_speed(p, gemm_s, host_s, memory_s) for p in profiles]
+
+    def toward(target: float | None, own: float | None) -> float | None:
+        return target if target is None or own is None else own * (target / own) ** exponent
+    out = []
+    for p in profiles:
+        own = (nominal_reference_s(p.provenance), nominal_host_reference_s(p.provenance),
+               nominal_memory_reference_s(p.provenance))
+        gemm_s, host_s, memory_s = (toward(t, o) for t, o in zip(targets, own))
+        out.append(at_speed(p, gemm_s or 0.0, host_s, memory_s))
+    return out
 
 
 def _class_disagreement(a: HardwareProfile, b: HardwareProfile) -> dict[str, float]:
@@ -68,14 +78,20 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("profiles", nargs="+", help="CPU profiles of one machine")
     ap.add_argument("--classes", action="store_true", help="also a table per op class")
+    ap.add_argument("--exponent", type=float, default=1.0,
+                    help="move each profile's reference times only this part of the way (in "
+                         "log) to the first one's: kernels that follow the references less "
+                         "than in proportion (an experiment; default 1)")
     args = ap.parse_args(argv)
     if len(args.profiles) < 2:
         ap.error("give at least two profiles")
     paths = [Path(p) for p in args.profiles]
-    profiles = _common([read_profile(p) for p in paths])
+    profiles = _common([read_profile(p) for p in paths], args.exponent)
     lines = ["# Disagreement between calibrations at one common speed", "",
              f"`python benchmarks/profile_agreement.py {' '.join(args.profiles)}`: each "
-             f"profile re-expressed at {paths[0].name}'s reference times; median over samples "
+             f"profile re-expressed at {paths[0].name}'s reference times"
+             + (f" (each reference moved to the power {args.exponent:g})"
+                if args.exponent != 1.0 else "") + "; median over samples "
              "of |log ratio| per op class (0.05 ≈ 5%).", "",
              "| pair | memory-scaled | classes | median over classes | max (class) | "
              "eager host per event |", "|---|---|---|---|---|---|"]

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.calibration.cache import fit_cache_model  # noqa: E402
-from ftmodel.calibration.rescale import cache_at  # noqa: E402
+from ftmodel.hardware.rescale import cache_at  # noqa: E402
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
 
 

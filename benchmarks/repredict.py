@@ -12,7 +12,8 @@ predicted and measured are not from the same run).
 
 A corpus CSV (``benchmarks/corpus.py`` output, with a ``half`` column) is re-predicted with the
 heap setting each row was predicted for, and its figures are given per half (and, where the run recorded them, against the times at its
-calibration's machine speed).
+calibration's machine speed, and predicted at the speed probed before each measuring process,
+``speed="now"``, with this profile).
 
 Prints median / P90 APE, Spearman ρ and the median ratio (predicted / measured) of the
 committed predictions and of the new ones on the
@@ -39,8 +40,12 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
+from ftmodel.current_speed import at_current_speed  # noqa: E402
 from ftmodel.speed import blended, nominal_host_reference_s, nominal_reference_s  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from corpus_speed import latencies_at, probes_of, toward  # noqa: E402
 
 
 def _stats(pred: np.ndarray, meas: np.ndarray) -> str:
@@ -61,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-fault-s", type=float, default=None,
                     help="seconds per freshly mapped page instead of the profile's own (an "
                          "ablation: the same profile with another probe's page-fault price)")
+    ap.add_argument("--speed-exponents", default="1",
+                    help="comma-separated: price a corpus run's probes with each reference "
+                         "moved this part of the way from the profile's speed (1: the probe, "
+                         "as speed='now' does; an experiment, corpus_speed.toward)")
     ap.add_argument("--points", action="store_true",
                     help="also print every point: measured ms, committed and current "
                          "predicted / measured")
@@ -97,11 +106,20 @@ def main(argv: list[str] | None = None) -> int:
         heap = r.get("predicted_heap") or "kept"
         by_model.setdefault((r["model"], heap), []).append(r)
     old, new, meas, names, halves, at_speed, batch = [], [], [], [], [], [], []
+    exponents = [float(x) for x in args.speed_exponents.split(",") if x.strip()]
+    # at the speed probed before each measuring process (corpus runs), per exponent
+    now: dict[float, list[float]] = {e: [] for e in exponents}
     for (name, heap), rs in by_model.items():
         zm = get_corpus_model(name) if corpus else get_model(name)
         torch.manual_seed(0)
         batches = [int(r["batch"]) for r in rs]
-        preds = predictor(heap).predict(zm.build().eval(), batches, zm.make_inputs)
+        model = zm.build().eval()
+        preds = predictor(heap).predict(model, batches, zm.make_inputs)
+        refs = probes_of(rs[0])
+        scaled = [at_current_speed(profile, toward(profile, r, e)) for e in exponents
+                  for r in refs]
+        at_probes = (latencies_at(fw, scaled, heap, model, batches, zm.make_inputs, args.host)
+                     if refs else [])
         for r, p in zip(rs, preds):
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
@@ -115,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                 share = p.overhead_s / total if total > 0 else 0.0
                 factor = blended(factor, nominal_host_s / row_host_s, share)
             at_speed.append(float(r.get("measured_at_speed_s") or "nan") * factor)
+            for k, e in enumerate(exponents):
+                per = at_probes[k * len(refs):(k + 1) * len(refs)]
+                now[e].append(float(np.median([ps[rs.index(r)] for ps in per]))
+                              if per else float("nan"))
             names.append(name)
             halves.append(r.get("half", "all"))
             batch.append(int(r["batch"]))
@@ -129,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         a = np.array(at_speed)[sel]
         if np.isfinite(a).all():  # measured times at the calibration's speed (corpus runs)
             print(f"  {label}current code, at calibration speed: {_stats(n[sel], a)}")
+        for e in exponents:
+            w = np.array(now[e])[sel]
+            if np.isfinite(w).all():  # predicted at the probes taken before measuring
+                what = "" if e == 1.0 else f" (exponent {e:g})"
+                print(f"  {label}current code, speed probed before measuring{what}: "
+                      f"{_stats(w, m[sel])}")
     if args.points:
         print(f"  {'model':<28} {'half':<9} {'batch':>5} {'measured ms':>12} "
               f"{'committed':>9} {'current':>8}  (predicted / measured)")

@@ -42,7 +42,7 @@ On a CPU every measurement is expressed at one machine speed (:mod:`ftmodel.spee
 reference GEMM is timed around each block of calls and each time is scaled by the reference's
 nominal time over its time then. The nominal time is taken at the start; at the end the
 finished profile is re-expressed at the median of all the references it took
-(:func:`ftmodel.calibration.rescale.at_speed`: the machine's typical speed, not its speed in the
+(:func:`ftmodel.hardware.rescale.at_speed`: the machine's typical speed, not its speed in the
 first seconds), which ``provenance.speed.reference_s`` records with the references seen, so
 that a benchmark can express what it measures at the same speed. A profile updated with
 ``--update`` measures at its own nominal time. Around the stages the reference is also timed on
@@ -87,7 +87,7 @@ from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_sam
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
 from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
                                              grouped_curves, measure_class, measure_group)
-from ftmodel.calibration.rescale import at_speed
+from ftmodel.hardware.rescale import at_speed
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
 from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update

@@ -11,7 +11,6 @@ non-weight bytes proportional to batch (:func:`kernel_at_batch`), not two more e
 
 from __future__ import annotations
 
-
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 import os
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ftmodel.current_speed import at_current_speed, check_speed, speed_record
 from ftmodel.deprecation import renamed
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.estimate.allocator import mapped_page_faults, page_faults
@@ -139,7 +139,7 @@ class Predictor:
 
     def __init__(self, framework: str, device: DeviceSpec = "auto", *,
                  host: HostSpec | None = None, dtype: str = "fp32", heap: str = "plain",
-                 gpu: DeviceSpec | None = None) -> None:
+                 gpu: DeviceSpec | None = None, speed: str = "profile") -> None:
         device = renamed("device", device, "auto", "gpu", gpu)
         if heap not in HEAPS:
             raise InvalidArgumentError(
@@ -149,6 +149,10 @@ class Predictor:
         self.framework = get_framework(framework)
         self.framework.check_installed()
         self.profile = resolve_profile(device)
+        check_speed(speed, self.profile)
+        if speed == "now":
+            self.profile = at_current_speed(self.profile)
+        self.speed = speed_record(self.profile)
         self.dtype = _canonical_dtype(dtype)
         self.warnings: list[str] = []
         if self.framework.needs_gpu and self.profile.device.type == "cpu":
@@ -336,7 +340,8 @@ class Predictor:
             framework_tax=tl.framework_tax, n_launches=program.n_launches, macs=program.macs,
             crossover_batch=crossover_batch, layers=_layers(program, tl),
             warnings=tuple(dict.fromkeys(warnings)),
-            extra={"host": self.host_name, "profile_kind": self.profile.kind},
+            extra={"host": self.host_name, "profile_kind": self.profile.kind,
+                   "speed": dict(self.speed)},
             heap=self.heap, page_faults=float(faults.sum()),
         )
 
@@ -345,20 +350,21 @@ class Predictor:
 def predict_latency(model: nn.Module, framework: str = ..., device: DeviceSpec = ...,
                     batch: int = ..., *, inputs: InputSpec = ..., dtype: str = ...,
                     host: HostSpec | None = ..., heap: str = ...,
-                    gpu: DeviceSpec | None = ...) -> Prediction: ...
+                    gpu: DeviceSpec | None = ..., speed: str = ...) -> Prediction: ...
 
 
 @overload
 def predict_latency(model: nn.Module, framework: str = ..., device: DeviceSpec = ...,
                     batch: Sequence[int] = ..., *, inputs: InputSpec = ..., dtype: str = ...,
                     host: HostSpec | None = ..., heap: str = ...,
-                    gpu: DeviceSpec | None = ...) -> list[Prediction]: ...
+                    gpu: DeviceSpec | None = ..., speed: str = ...) -> list[Prediction]: ...
 
 
 def predict_latency(model: nn.Module, framework: str = "eager", device: DeviceSpec = "auto",
                     batch: int | Sequence[int] = 1, *, inputs: InputSpec = None,
                     dtype: str = "fp32", host: HostSpec | None = None, heap: str = "plain",
-                    gpu: DeviceSpec | None = None) -> Prediction | list[Prediction]:
+                    gpu: DeviceSpec | None = None, speed: str = "profile"
+                    ) -> Prediction | list[Prediction]:
     """Predict the inference latency of ``model`` (a Prediction, or a list for a list of batches).
 
     ``device`` is a built-in profile name (``"a100"``, ``"cpu"``: this machine's calibrated
@@ -371,11 +377,12 @@ def predict_latency(model: nn.Module, framework: str = "eager", device: DeviceSp
     :mod:`ftmodel.estimate.allocator` for what it cannot see) or ``"kept"`` (freed memory stays
     mapped, as with jemalloc, tcmalloc or :func:`ftmodel.measure.keep_heap`). Eager and
     TorchScript only; other frameworks and GPU predictions are unchanged by it.
+    ``speed``: price at the CPU speed the calibration recorded (``"profile"``) or probed now.
     """
     device = renamed("device", device, "auto", "gpu", gpu)
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    predictor = Predictor(framework, device, host=host, dtype=dtype, heap=heap)
+    predictor = Predictor(framework, device, host=host, dtype=dtype, heap=heap, speed=speed)
     if isinstance(batch, (list, tuple, range, np.ndarray)):
         return predictor.predict(model, [int(b) if isinstance(b, np.integer) else b
                                          for b in batch], inputs)

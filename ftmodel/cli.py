@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU malloc state: plain (glibc's defaults, simulated page faults "
                    "counted; default) or kept (freed memory stays mapped, as with jemalloc or "
                    "tcmalloc)")
+    p.add_argument("--speed", choices=("profile", "now"), default="profile",
+                   help="the CPU speed priced: profile (the one the calibration recorded; "
+                   "default) or now (probe this machine for about a second first; a shared VM "
+                   "changes speed)")
     p.add_argument("--decode-context", type=int, default=None, metavar="N",
                    help="predict one decode step of a Hugging Face causal LM with N tokens "
                    "already in each sequence's KV cache (batch = concurrent sequences; adds "

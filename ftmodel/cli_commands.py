@@ -64,12 +64,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if step:
         inputs = decode(args.decode_context, args.cache)
     preds = predict_latency(model, args.framework, args.device, _batches(args.batch),
-                            inputs=inputs, dtype=args.dtype, host=args.host, heap=args.heap)
+                            inputs=inputs, dtype=args.dtype, host=args.host, heap=args.heap,
+                            speed=args.speed)
     rows = [(p.batch, f"{p.latency_ms:.3f}", f"{p.overhead_s * 1e3:.3f}",
              f"{p.compute_s * 1e3:.3f}", p.regime, f"{p.framework_tax:.0%}", p.n_launches,
              f"{p.macs / 1e9:.3f}", *([f"{p.tokens_per_s:,.0f}"] if step else []))
             for p in preds]
     what = f" · decode step at context {args.decode_context}" if step else ""
+    what += " · at this machine's speed now" if args.speed == "now" else ""
     _table(f"{args.model} · {preds[0].framework} · {preds[0].device} · {preds[0].dtype}{what} "
            f"(crossover batch {_fmt_x(preds[0].crossover_batch)})",
            ["batch", "latency ms", "host ms", "device ms", "regime", "tax", "launches", "GMACs",

@@ -93,7 +93,7 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
                                                             monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
     from ftmodel.api import Predictor
-    from ftmodel.calibration.rescale import at_speed
+    from ftmodel.hardware.rescale import at_speed
     import ftmodel.estimate.curves as curves
     import ftmodel.estimate.kernels as kernels
 
@@ -137,7 +137,7 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
 
 def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profile: Path
                                                                     ) -> None:
-    from ftmodel.calibration.rescale import at_speed
+    from ftmodel.hardware.rescale import at_speed
 
     prof = read_profile(quick_profile)
     speed = prof.provenance["speed"]
@@ -170,7 +170,7 @@ def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profil
 
 def test_device_curves_follow_their_blend_of_gemm_and_memory_references(quick_profile: Path
                                                                         ) -> None:
-    from ftmodel.calibration.rescale import at_speed
+    from ftmodel.hardware.rescale import at_speed
     from ftmodel.speed import gemm_share
 
     prof = read_profile(quick_profile)

@@ -87,13 +87,19 @@ def cache_at(cache: Mapping[str, float], factor: float) -> dict[str, float]:
 
 def at_speed(profile: HardwareProfile, reference_s: float,
              host_reference_s: float | None = None,
-             memory_reference_s: float | None = None) -> HardwareProfile:
+             memory_reference_s: float | None = None,
+             device_exponent: float = 1.0) -> HardwareProfile:
     """``profile`` (a CPU calibration scaled to ``provenance.speed``'s nominal times) expressed
     at the speed where the reference GEMM takes ``reference_s``, the host reference
     ``host_reference_s`` (None, or a profile without a host reference: host times follow the
     GEMM's factor) and the memory reference ``memory_reference_s`` (None, or a profile whose
     device times were not scaled by it: they follow the GEMM's factor alone); the former
-    nominal times are kept as ``provenance.speed.start_*``."""
+    nominal times are kept as ``provenance.speed.start_*``.
+
+    ``device_exponent``: device times move by their factor to this power (1, the default: in
+    proportion, what undoes a calibration's own scaling; below 1 for kernels that follow the
+    references less than in proportion, ``benchmarks/speed_kernels.py``). The recorded
+    reference times are the ones given either way."""
     nominal_s = nominal_reference_s(profile.provenance)
     if nominal_s is None:
         raise ValueError(f"profile {profile.name!r} records no nominal speed "
@@ -103,6 +109,8 @@ def at_speed(profile: HardwareProfile, reference_s: float,
                          ("memory reference time", memory_reference_s)):
         if value is not None and not value > 0:
             raise ValueError(f"{label} must be positive, got {value!r}")
+    if not device_exponent > 0:
+        raise ValueError(f"device exponent must be positive, got {device_exponent!r}")
     factor = reference_s / nominal_s
     nominal_host_s = nominal_host_reference_s(profile.provenance)
     host_factor = (host_reference_s / nominal_host_s
@@ -114,19 +122,21 @@ def at_speed(profile: HardwareProfile, reference_s: float,
 
     def class_factor(op_class: str) -> float:
         if memory_factor is None:
-            return factor
+            return float(factor ** device_exponent)
         w = gemm_share(op_class)
-        return w * factor + (1.0 - w) * memory_factor
+        return float((w * factor + (1.0 - w) * memory_factor) ** device_exponent)
 
+    device_factor = float(factor ** device_exponent)
     dev = profile.device
     device = replace(dev, op_classes={k: _curve(v, class_factor(k), k)
                                       for k, v in dev.op_classes.items()},
-                     launch_latency_s=dev.launch_latency_s * factor, sync_s=dev.sync_s * factor,
-                     kernel_floor_s=dev.kernel_floor_s * factor,
-                     cache=cache_at(dev.cache, factor))
+                     launch_latency_s=dev.launch_latency_s * device_factor,
+                     sync_s=dev.sync_s * device_factor,
+                     kernel_floor_s=dev.kernel_floor_s * device_factor,
+                     cache=cache_at(dev.cache, device_factor))
     host = profile.host and replace(
         profile.host, page_fault_s=profile.host.page_fault_s * host_factor,
-        frameworks={k: _framework(v, host_factor, factor)
+        frameworks={k: _framework(v, host_factor, device_factor)
                     for k, v in profile.host.frameworks.items()})
     raw = profile.provenance.get("raw_op_times", {})
     speed = {"start_reference_s": nominal_s, **profile.provenance["speed"],
