@@ -36,8 +36,11 @@ Per op class the device half is a roofline (``ftmodel.estimate.kernels``):
 * ``half_macs`` = ``ramp_mac_s`` × peak and ``half_bytes`` = ``ramp_byte_s`` × bandwidth: a kernel
   reaches half its peak when its ideal time equals the ramp time, so the half-work size scales
   with the GPU's throughput. A generation with a ramp measured on live CUDA-graph replays
-  (``gpu_generations.json``'s ``kernel_ramp``: Hopper, 1.81 µs, ``kernel_ramp.py``) takes it for
-  both, in place of the ramps fitted on the paper's GPUs (10 µs and 6.3 µs).
+  (``gpu_generations.json``'s ``kernel_ramp``: Hopper, 1.81 µs on an H100, ``kernel_ramp.py``)
+  takes it for both, in place of the ramps fitted on the paper's GPUs (10 µs and 6.3 µs). A GPU
+  predicted with nothing measured on it (``build(..., left_out=name)``) takes the ramp its
+  generation's other GPUs measured (``kernel_ramp_left_out``: the H100 left out, Hopper's ramp
+  measured on the H200), or the fitted ramps if there is none.
 * ``aux``: the helper kernels of ``launches_per_op`` (see ``ftmodel.estimate.launches``) cost the
   kernel floor.
 
@@ -155,25 +158,35 @@ def generation_fractions(spec: GpuSpec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def generation_ramp(spec: GpuSpec) -> dict[str, Any] | None:
-    """``spec``'s chip's or generation's measured per-kernel ramp (``kernel_ramp``), if any."""
+def generation_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any] | None:
+    """``spec``'s chip's or generation's measured per-kernel ramp (``kernel_ramp``), if any.
+
+    ``left_out``: a profile name whose own measurements may not be used. A ramp measured on that
+    GPU (``kernel_ramp``'s ``gpu``) is replaced by the one its generation's other GPUs measured
+    (``kernel_ramp_left_out[left_out]``), or by none (the fitted ramps)."""
     table = generation_table()
     for entry in (table.get("chips", {}).get(spec.arch.split()[-1], {}),
                   table["generations"].get(spec.family, {})):
-        if entry.get("kernel_ramp"):
-            return dict(entry["kernel_ramp"])
+        ramp = entry.get("kernel_ramp")
+        if not ramp:
+            continue
+        if left_out is not None and ramp.get("gpu") == left_out:
+            other = entry.get("kernel_ramp_left_out", {}).get(left_out)
+            return dict(other) if other else None
+        return dict(ramp)
     return None
 
 
-def scaled_efficiency(spec: GpuSpec, eff: dict[str, float], measured_ramps: bool = True
+def scaled_efficiency(spec: GpuSpec, eff: dict[str, float], left_out: str | None = None
                       ) -> dict[str, float]:
     """``eff`` with ``eff_cuda``/``eff_tensor``/``eff_bw`` as fitted residuals multiplied by the
     generation's published fractions (the GPU's own efficiencies), and, where the generation has
-    one measured (``measured_ramps``), its per-kernel ramp in place of the fitted ramps."""
+    one measured, its per-kernel ramp in place of the fitted ramps (``generation_ramp``: none
+    measured on ``left_out``)."""
     fr = generation_fractions(spec)
     out = {**eff, **{k: eff[k] * fr[col]["fraction"] for k, col in FRACTION_OF.items()
                      if k in eff}}
-    ramp = generation_ramp(spec) if measured_ramps else None
+    ramp = generation_ramp(spec, left_out)
     if ramp is not None:
         out["ramp_mac_s"] = out["ramp_byte_s"] = float(ramp["seconds"])
     return out
@@ -195,7 +208,8 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
     if spec.fp16_tensor_tflops is None:  # Pascal: pseudo-fp16, fp32 math
         peaks["fp16"] = cuda
     else:
-        tensor = lambda tflops: tflops * 1e12 / 2 * eff["eff_tensor"]  # noqa: E731
+        def tensor(tflops: float) -> float:  # dense tensor-core TFLOPS -> MAC/s
+            return tflops * 1e12 / 2 * eff["eff_tensor"]
         peaks["fp16"] = tensor(spec.fp16_tensor_tflops)
         if spec.bf16_tensor_tflops:
             peaks["bf16"] = tensor(spec.bf16_tensor_tflops)
@@ -215,9 +229,9 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
 
 
 def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
-                launches: dict[str, dict[str, float]], measured_ramps: bool = True
+                launches: dict[str, dict[str, float]], left_out: str | None = None
                 ) -> DeviceProfile:
-    eff = scaled_efficiency(spec, eff, measured_ramps)
+    eff = scaled_efficiency(spec, eff, left_out)
     bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
     byte = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
     classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
@@ -253,10 +267,11 @@ def host_half(name: str, h: dict[str, Any]) -> HostProfile:
     return HostProfile(name=name, cpu=h["cpu"], threads=1, frameworks=fws)
 
 
-def build(params: dict[str, Any], specs: list[GpuSpec], measured_ramps: bool = True
+def build(params: dict[str, Any], specs: list[GpuSpec], left_out: str | None = None
           ) -> tuple[list[HardwareProfile], list[HostOnlyProfile]]:
-    """The spec-derived profiles of ``specs``; ``measured_ramps=False`` leaves out the per-kernel
-    ramps measured on live GPUs (a GPU predicted with nothing measured on its generation)."""
+    """The spec-derived profiles of ``specs``; ``left_out`` names a profile whose own live
+    measurements stay out (a GPU predicted with nothing measured on it: its generation's ramp
+    comes from the generation's other GPUs, ``generation_ramp``)."""
     eff = params["device"]
     hosts = {n: host_half(n, h) for n, h in params["hosts"].items()}
     profiles = []
@@ -267,7 +282,7 @@ def build(params: dict[str, Any], specs: list[GpuSpec], measured_ramps: bool = T
         host_name = params["gpu_hosts"].get(name, "paper-host")
         profiles.append(HardwareProfile(
             name=name, kind="spec-derived",
-            device=device_half(spec, name, eff, params["launches_per_op"], measured_ramps),
+            device=device_half(spec, name, eff, params["launches_per_op"], left_out),
             host=hosts[host_name],
             provenance={
                 "generated_by": "benchmarks/build_gpu_profiles.py",
@@ -283,7 +298,7 @@ def build(params: dict[str, Any], specs: list[GpuSpec], measured_ramps: bool = T
                     "residuals": {k: eff[k] for k in FRACTION_OF if k in eff},
                     "efficiencies": {k: v for k, v in scaled_efficiency(spec, eff).items()
                                      if k in FRACTION_OF},
-                    "kernel_ramp": generation_ramp(spec) or {
+                    "kernel_ramp": generation_ramp(spec, left_out) or {
                         "basis": "the per-kernel ramps fitted on the paper's GPUs"}},
             },
             aliases=aliases))

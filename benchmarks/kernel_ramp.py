@@ -2,15 +2,22 @@
 
     python benchmarks/kernel_ramp.py benchmarks/results/gpu-h100/cudagraphs-v2.csv \\
         --profile h100-sxm5 --host benchmarks/results/gpu-h100/h100-profile-v2.json
+    python benchmarks/kernel_ramp.py benchmarks/results/gpu-h200/zoo-run*.csv --profile h200
 
 A CUDA-graph replay has no host part worth the name, so its measured time is the device's: the
 kernels' work plus what each kernel costs beyond it (launch, ramp-up, drain). For each measured
-point at batch ≤ ``--max-batch`` this predicts the device time with the spec-derived profile's
-per-kernel ramps set to zero (``half_macs`` = ``half_bytes`` = 0: work and floor only) and prints
-``(measured − work) / kernels``; its median is the per-kernel ramp
-``build_gpu_profiles.py`` gives that generation (``gpu_generations.json``, ``kernel_ramp``)
-in place of the ramps fitted on the paper's Pascal and Turing GPUs (6.3 µs per bytes-bound,
-10 µs per MAC kernel), which latencies hiding kernels behind host time cannot pin down.
+CUDA-graph point at batch ≤ ``--max-batch`` this predicts the device time with the spec-derived
+profile's per-kernel ramps set to zero (``half_macs`` = ``half_bytes`` = 0: work and floor only)
+and prints ``(measured − work) / kernels``, kernels being the predicted launches; the median over
+every point of every CSV given is the per-kernel ramp ``build_gpu_profiles.py`` gives that
+generation (``gpu_generations.json``, ``kernel_ramp``, and per GPU left out,
+``kernel_ramp_left_out``) in place of the ramps fitted on the paper's Pascal and Turing GPUs
+(6.3 µs per bytes-bound, 10 µs per MAC kernel), which latencies hiding kernels behind host time
+cannot pin down.
+
+Reads ``benchmarks/validate.py`` CSVs (zoo models, ``ftmodel.tools.zoo``) and
+``benchmarks/gpu_live.py`` zoo CSVs (a ``kind`` column; corpus models, ``ftmodel.tools.corpus``);
+only their ``cudagraphs`` rows count.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.tools.zoo import get_model  # noqa: E402
+from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
+from ftmodel.tools.zoo import ZooModel, get_model  # noqa: E402
 
 
 def without_ramps(profile: HardwareProfile) -> HardwareProfile:
@@ -41,27 +49,48 @@ def without_ramps(profile: HardwareProfile) -> HardwareProfile:
     return replace(profile, device=replace(profile.device, op_classes=classes))
 
 
+def replay_points(path: Path, max_batch: int) -> list[dict[str, str]]:
+    """The CUDA-graph rows of one measured CSV at batch ≤ ``max_batch``, each with ``corpus``
+    set when its model is a corpus model (a ``gpu_live.py`` zoo CSV)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        if r.get("framework", "cudagraphs") != "cudagraphs" or r.get("kind", "zoo") != "zoo":
+            continue
+        if int(r["batch"]) <= max_batch:
+            out.append({**r, "corpus": "1" if "kind" in r else ""})
+    return out
+
+
+def model_of(row: dict[str, str]) -> ZooModel:
+    return get_corpus_model(row["model"]) if row["corpus"] else get_model(row["model"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("csv", help="a cudagraphs validation CSV (benchmarks/validate.py)")
+    ap.add_argument("csv", nargs="+", type=Path,
+                    help="cudagraphs measurements (benchmarks/validate.py or gpu_live.py zoo)")
     ap.add_argument("--profile", required=True, help="the GPU's spec-derived profile")
     ap.add_argument("--host", default=None)
     ap.add_argument("--max-batch", type=int, default=4)
     args = ap.parse_args()
     pred = Predictor("cudagraphs", without_ramps(load_profile(args.profile)), host=args.host)
-    rows = [r for r in csv.DictReader(open(args.csv)) if int(r["batch"]) <= args.max_batch]
     per: list[float] = []
-    for model in dict.fromkeys(r["model"] for r in rows):
-        pts = [r for r in rows if r["model"] == model]
-        zm = get_model(model)
-        torch.manual_seed(0)
-        net = zm.build().eval()
-        for r, p in zip(pts, pred.predict(net, [int(r["batch"]) for r in pts], zm.make_inputs)):
-            extra = (float(r["measured_s"]) - p.compute_s) / p.n_launches
-            per.append(extra)
-            print(f"{model:<24} b{r['batch']:<3} measured {float(r['measured_s']) * 1e3:7.3f} ms  "
-                  f"work {p.compute_s * 1e3:7.3f} ms  {p.n_launches:4d} kernels  "
-                  f"{extra * 1e6:6.2f} µs per kernel", flush=True)
+    for path in args.csv:
+        rows = replay_points(path, args.max_batch)
+        for model in dict.fromkeys((r["model"], r["corpus"]) for r in rows):
+            pts = [r for r in rows if (r["model"], r["corpus"]) == model]
+            zm = model_of(pts[0])
+            torch.manual_seed(0)
+            net = zm.build().eval()
+            batches = [int(r["batch"]) for r in pts]
+            for r, p in zip(pts, pred.predict(net, batches, zm.make_inputs)):
+                extra = (float(r["measured_s"]) - p.compute_s) / p.n_launches
+                per.append(extra)
+                print(f"{path.name:<20} {model[0]:<24} b{r['batch']:<3} measured "
+                      f"{float(r['measured_s']) * 1e3:7.3f} ms  work {p.compute_s * 1e3:7.3f} ms  "
+                      f"{p.n_launches:4d} kernels  {extra * 1e6:6.2f} µs per kernel", flush=True)
     q = np.percentile(per, [25, 50, 75]) * 1e6
     print(f"{len(per)} points: median {q[1]:.2f} µs per kernel (25th-75th percentile "
           f"{q[0]:.2f}-{q[2]:.2f})")
