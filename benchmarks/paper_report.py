@@ -37,8 +37,12 @@ def _mdape(rows: list[Row], col: str, sel: Callable[[Row], bool] = lambda r: Tru
                  and not math.isnan(r[col])])
 
 
-SMALL = (lambda r: r["batch"] <= 4)
-LARGE = (lambda r: r["batch"] >= 32)
+def SMALL(r: Row) -> bool:
+    return bool(r["batch"] <= 4)
+
+
+def LARGE(r: Row) -> bool:
+    return bool(r["batch"] >= 32)
 
 
 def _per_key_table(rows: list[Row]) -> list[str]:

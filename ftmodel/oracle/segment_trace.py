@@ -9,7 +9,6 @@ dispatch layer) notes each op's operand storages instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -137,7 +136,9 @@ def trace_segment(module: nn.Module, meta: TensorMeta, dtype: torch.dtype) -> Se
         ends["meta"] = TensorMeta.of(out) if isinstance(out, torch.Tensor) else None
         return out
 
-    make: Callable[[int], torch.Tensor] = lambda _b: meta.make()
+    def make(_b: int) -> torch.Tensor:
+        return meta.make()
+
     setattr(module, "forward", forward)  # noqa: B010 - restored below
     try:
         tr = trace(module, make, None, dtype=dtype)
