@@ -34,8 +34,9 @@ from ftmodel.tools.corpus import get_corpus_model
 NOW_LABEL = "speed probed before measuring"
 
 
-def at_calibration_speed(m: dict[str, Any], nominal_s: float | None, nominal_host_s: float | None = None,
-              host_share: float = 0.0) -> float | None:
+def at_calibration_speed(m: dict[str, Any], nominal_s: float | None,
+                         nominal_host_s: float | None = None,
+                         host_share: float = 0.0) -> float | None:
     """One process's time of a point at the calibration's machine speed: each round's median
     scaled by ``nominal / reference`` (the references timed around the round; the host
     reference's factor for the ``host_share`` of the time the prediction puts on the host, when
@@ -74,7 +75,8 @@ def speed_line(probes: Sequence[float], profile: Any) -> str:
     seen = [float(p["s"]) for p in getattr(profile, "provenance", {}).get("reference_probe", [])]
     cal = (f"; its calibration: {', '.join(f'{t * 1e3:.2f}' for t in seen)} ms" if seen
            else "")
-    return (f"- machine speed: the calibration's reference GEMM ({' x '.join(map(str, REFERENCE_SHAPE))}, "
+    shape = " x ".join(map(str, REFERENCE_SHAPE))
+    return (f"- machine speed: the calibration's reference GEMM ({shape}, "
             f"fp32) took {', '.join(f'{t * 1e3:.2f}' for t in probes)} ms before each pass and "
             f"after the last{cal}")
 

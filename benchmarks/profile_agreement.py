@@ -24,27 +24,25 @@ sys.path.insert(0, str(ROOT))
 
 from ftmodel.hardware.rescale import at_speed  # noqa: E402
 from ftmodel.hardware.profile import HardwareProfile, read_profile  # noqa: E402
-from ftmodel.speed import (memory_normalised, nominal_host_reference_s,  # noqa: E402
+from ftmodel.speed import (Reference, memory_normalised, nominal_host_reference_s,  # noqa: E402
                            nominal_memory_reference_s, nominal_reference_s)
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from corpus_speed import toward  # noqa: E402
 
 
 def _common(profiles: list[HardwareProfile], exponent: float = 1.0) -> list[HardwareProfile]:
     """Each profile re-expressed at the first one's reference times, each reference moved
-    ``(first / own) ** exponent`` of the way (1: all of it)."""
+    ``(first / own) ** exponent`` of the way (1: all of it; ``corpus_speed.toward``)."""
     first = profiles[0].provenance
-    targets = (nominal_reference_s(first), nominal_host_reference_s(first),
-               nominal_memory_reference_s(first))
-    if targets[0] is None:
+    gemm_s = nominal_reference_s(first)
+    if gemm_s is None:
         raise SystemExit(f"{profiles[0].name}: no nominal speed recorded")
-
-    def toward(target: float | None, own: float | None) -> float | None:
-        return target if target is None or own is None else own * (target / own) ** exponent
+    target = Reference(gemm_s, nominal_host_reference_s(first), nominal_memory_reference_s(first))
     out = []
     for p in profiles:
-        own = (nominal_reference_s(p.provenance), nominal_host_reference_s(p.provenance),
-               nominal_memory_reference_s(p.provenance))
-        gemm_s, host_s, memory_s = (toward(t, o) for t, o in zip(targets, own))
-        out.append(at_speed(p, gemm_s or 0.0, host_s, memory_s))
+        ref = toward(p, target, exponent)
+        out.append(at_speed(p, ref.gemm_s, ref.host_s, ref.memory_s))
     return out
 
 

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                   for r in refs]
         at_probes = (latencies_at(fw, scaled, heap, model, batches, zm.make_inputs, args.host)
                      if refs else [])
-        for r, p in zip(rs, preds):
+        for i, (r, p) in enumerate(zip(rs, preds)):
             old.append(float(r["predicted_s"]))
             new.append(p.latency_s)
             meas.append(float(r["measured_s"]))
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             at_speed.append(float(r.get("measured_at_speed_s") or "nan") * factor)
             for k, e in enumerate(exponents):
                 per = at_probes[k * len(refs):(k + 1) * len(refs)]
-                now[e].append(float(np.median([ps[rs.index(r)] for ps in per]))
+                now[e].append(float(np.median([ps[i] for ps in per]))
                               if per else float("nan"))
             names.append(name)
             halves.append(r.get("half", "all"))

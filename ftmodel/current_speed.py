@@ -32,8 +32,8 @@ from ftmodel.errors import InvalidArgumentError
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.speed import Reference, SpeedMeter, nominal_reference_s
 
-__all__ = ["PROBE_GAP_S", "PROBE_REFERENCES", "SPEEDS", "at_current_speed", "probe_speed",
-           "speed_record"]
+__all__ = ["PROBE_GAP_S", "PROBE_REFERENCES", "SPEEDS", "at_current_speed", "check_speed",
+           "probe_speed", "speed_record"]
 
 SPEEDS = ("profile", "now")  # what a prediction's speed= accepts
 PROBE_REFERENCES = 10  # readings of the references in one probe ...
