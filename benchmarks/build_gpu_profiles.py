@@ -41,8 +41,14 @@ Per op class the device half is a roofline (``ftmodel.estimate.kernels``):
   predicted with nothing measured on it (``build(..., left_out=name)``) takes the ramp its
   generation's other GPUs measured (``kernel_ramp_left_out``: the H100 left out, Hopper's ramp
   measured on the H200), or the fitted ramps if there is none.
-* ``aux``: the helper kernels of ``launches_per_op`` (see ``ftmodel.estimate.launches``) cost the
-  kernel floor.
+* A generation with a convolution ramp measured on a per-kernel trace (``gpu_generations.json``'s
+  ``conv_ramp``: Hopper, 3.52 µs per kernel on an H200, ``kernel_ramp.py --trace``) gives it to
+  ``conv`` and ``conv_grouped`` and to the helper kernels of a convolution (op classes
+  ``aux@convolution``, ``aux@_convolution``, ``aux@conv``: the layout transposes around cuDNN's
+  tensor-core kernels), in place of the generation's ramp: on that trace a convolution's kernels
+  took 3.52 µs each beyond their work, every other kernel 1.25 µs.
+* ``aux``: the other helper kernels of ``launches_per_op`` (see ``ftmodel.estimate.launches``)
+  cost the kernel floor.
 
 Dtypes: fp32 and fp16 everywhere; bf16 and tf32 from Ampere on (Volta/Turing have neither).
 Names: a short name (``a100``, ``rtx8000``, ``v100``, ...), the torch device names of the CSV, and
@@ -85,6 +91,10 @@ GENERATIONS = ROOT / "benchmarks" / "gpu_generations.json"
 FRACTION_OF = {"eff_cuda": "sgemm", "eff_tensor": "tensor", "eff_bw": "bandwidth"}
 
 MAC_CLASSES = ("gemm", "bmm", "conv", "attention")
+CONV_CLASSES = ("conv", "conv_grouped")
+# a convolution kernel's operator as ``ftmodel.estimate.kernels.op_name`` names it: ATen
+# (eager, inductor, CUDA graphs), TorchScript's graph and ONNX
+CONV_OP_NAMES = ("convolution", "_convolution", "conv")
 BYTE_CLASSES = ("elementwise", "norm", "softmax", "reduction", "pool", "embedding", "copy",
                 "other")
 
@@ -177,18 +187,34 @@ def generation_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any
     return None
 
 
+def generation_conv_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any] | None:
+    """``spec``'s chip's or generation's per-kernel ramp of convolution kernels (``conv_ramp``),
+    if one was measured, and not on ``left_out``."""
+    table = generation_table()
+    for entry in (table.get("chips", {}).get(spec.arch.split()[-1], {}),
+                  table["generations"].get(spec.family, {})):
+        ramp = entry.get("conv_ramp")
+        if ramp and not (left_out is not None and ramp.get("gpu") == left_out):
+            return dict(ramp)
+    return None
+
+
 def scaled_efficiency(spec: GpuSpec, eff: dict[str, float], left_out: str | None = None
                       ) -> dict[str, float]:
     """``eff`` with ``eff_cuda``/``eff_tensor``/``eff_bw`` as fitted residuals multiplied by the
     generation's published fractions (the GPU's own efficiencies), and, where the generation has
     one measured, its per-kernel ramp in place of the fitted ramps (``generation_ramp``: none
-    measured on ``left_out``)."""
+    measured on ``left_out``) and its convolutions' ramp (``conv_ramp_s``, see
+    ``generation_conv_ramp``)."""
     fr = generation_fractions(spec)
     out = {**eff, **{k: eff[k] * fr[col]["fraction"] for k, col in FRACTION_OF.items()
                      if k in eff}}
     ramp = generation_ramp(spec, left_out)
     if ramp is not None:
         out["ramp_mac_s"] = out["ramp_byte_s"] = float(ramp["seconds"])
+    conv = generation_conv_ramp(spec, left_out)
+    if conv is not None:
+        out["conv_ramp_s"] = float(conv["seconds"])
     return out
 
 
@@ -217,14 +243,16 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
             peaks["tf32"] = tensor(spec.tf32_tensor_tflops)
             if cls == "conv":  # cuDNN allow_tf32 is on by default
                 peaks["fp32"] = peaks["tf32"]
-    out = {"bandwidth_Bps": bw, "half_bytes": eff["ramp_byte_s"] * bw}
+    conv_ramp = eff.get("conv_ramp_s") if cls in CONV_CLASSES else None
+    ramp_mac_s = conv_ramp or eff["ramp_mac_s"]
+    out = {"bandwidth_Bps": bw, "half_bytes": (conv_ramp or eff["ramp_byte_s"]) * bw}
     if eff.get("tile_outputs"):  # tile/wave quantisation over the SMs (estimate.kernels)
         out["wave_slots"] = float(spec.sm_count)
         out["tile_outputs"] = float(eff["tile_outputs"])
     for dt, peak in peaks.items():
         sfx = f":{dt}" if dt else ""
         out[f"peak_macs_per_s{sfx}"] = peak
-        out[f"half_macs{sfx}"] = eff["ramp_mac_s"] * peak
+        out[f"half_macs{sfx}"] = ramp_mac_s * peak
     return out
 
 
@@ -237,11 +265,15 @@ def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
     classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
     grouped = mac_params(spec, eff, "conv_grouped")
     cuda_grouped = grouped["peak_macs_per_s"] * eff["eff_grouped"]
+    grouped_ramp_s = eff.get("conv_ramp_s", eff["ramp_mac_s"])
     classes["conv_grouped"] = OpClassData("roofline", params={
-        "bandwidth_Bps": bw, "half_bytes": byte["half_bytes"],
-        "peak_macs_per_s": cuda_grouped, "half_macs": eff["ramp_mac_s"] * cuda_grouped})
+        "bandwidth_Bps": bw, "half_bytes": grouped["half_bytes"],
+        "peak_macs_per_s": cuda_grouped, "half_macs": grouped_ramp_s * cuda_grouped})
     classes.update({c: OpClassData("roofline", params=dict(byte)) for c in BYTE_CLASSES})
     classes["aux"] = OpClassData("roofline", params={"bandwidth_Bps": bw, "floor_s": 0.0})
+    if "conv_ramp_s" in eff:  # a convolution's helpers (layout transposes) are its kind
+        classes.update({f"aux@{op}": OpClassData("roofline", params={
+            "bandwidth_Bps": bw, "floor_s": eff["conv_ramp_s"]}) for op in CONV_OP_NAMES})
     table = {fw: dict(t) for fw, t in launches.items()}
     if spec.fp16_tensor_tflops is None:  # no tensor cores: no NCHW<->NHWC transposes in fp16
         for t in table.values():
@@ -299,7 +331,9 @@ def build(params: dict[str, Any], specs: list[GpuSpec], left_out: str | None = N
                     "efficiencies": {k: v for k, v in scaled_efficiency(spec, eff).items()
                                      if k in FRACTION_OF},
                     "kernel_ramp": generation_ramp(spec, left_out) or {
-                        "basis": "the per-kernel ramps fitted on the paper's GPUs"}},
+                        "basis": "the per-kernel ramps fitted on the paper's GPUs"},
+                    **({"conv_ramp": conv} if (conv := generation_conv_ramp(spec, left_out))
+                       else {})},
             },
             aliases=aliases))
     host_only = [HostOnlyProfile(

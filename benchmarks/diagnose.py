@@ -47,12 +47,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--by-class", action="store_true",
                     help="compare per op class (top-level aten calls) instead of per operator")
+    ap.add_argument("--speed", choices=("profile", "now"), default="profile",
+                    help="price at the calibration's recorded speed or at one probed now "
+                         "(predict_latency's speed=)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from ftmodel.measure import keep_heap
     keep_heap()  # the steady state the prediction models
     model, make_inputs = model_by_name(args.model)
-    pred = Predictor("eager", read_profile(args.profile))
+    pred = Predictor("eager", read_profile(args.profile), speed=args.speed)
     tr = pred.trace(model, make_inputs, args.batch)
     prog = pred.framework.lower(tr)
     if args.by_class:

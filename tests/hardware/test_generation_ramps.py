@@ -82,3 +82,62 @@ def test_a_generation_without_a_measured_ramp_keeps_the_fitted_ramps() -> None:
         assert bgp.generation_ramp(_spec(name), left_out=name) is None
         profiles, _ = bgp.build(PARAMS, [_spec(name)], left_out=name)
         assert _ramp_s(profiles[0]) == pytest.approx(PARAMS["device"]["ramp_byte_s"])
+
+
+def _conv_ramp_s(profile: Any, cls: str = "conv", dtype: str = "") -> float:
+    p = profile.device.op_classes[cls].params
+    sfx = f":{dtype}" if dtype else ""
+    return float(p[f"half_macs{sfx}"] / p[f"peak_macs_per_s{sfx}"])
+
+
+def test_hopper_convolutions_and_their_helpers_take_the_convolution_ramp() -> None:
+    conv = TABLE["generations"]["Hopper"]["conv_ramp"]
+    assert conv["gpu"] != "h100-sxm5" and conv["source"] and 0.0 < conv["seconds"] < 1e-5
+    for left_out in (None, "h100-sxm5"):  # measured on the H200: the H100 left out keeps it
+        prof = bgp.build(PARAMS, [_spec("h100-sxm5")], left_out=left_out)[0][0]
+        for cls in ("conv", "conv_grouped"):
+            assert _conv_ramp_s(prof, cls) == pytest.approx(conv["seconds"])
+        assert _conv_ramp_s(prof, "conv", "fp16") == pytest.approx(conv["seconds"])
+        for op in bgp.CONV_OP_NAMES:
+            assert prof.device.op_classes[f"aux@{op}"].params["floor_s"] == conv["seconds"]
+        # every other kernel keeps the generation's ramp, other helpers the kernel floor
+        assert _conv_ramp_s(prof, "gemm") == pytest.approx(_ramp_s(prof))
+        assert _conv_ramp_s(prof, "gemm") != pytest.approx(conv["seconds"])
+        assert prof.device.op_classes["aux"].params["floor_s"] == 0.0
+        assert prof.provenance["generation_efficiency"]["conv_ramp"]["gpu"] == conv["gpu"]
+    # left out, the GPU it was measured on gets none
+    h200 = bgp.build(PARAMS, [_spec("h200")], left_out="h200")[0][0]
+    assert "aux@convolution" not in h200.device.op_classes
+    assert _conv_ramp_s(h200) == pytest.approx(_ramp_s(h200))
+
+
+def test_a_generation_without_a_convolution_ramp_prices_convolutions_like_other_kernels() -> None:
+    for name in ("rtx8000", "a100-sxm4-40gb"):
+        prof = bgp.build(PARAMS, [_spec(name)])[0][0]
+        assert bgp.generation_conv_ramp(_spec(name)) is None
+        assert not any(c.startswith("aux@") for c in prof.device.op_classes)
+        assert _conv_ramp_s(prof) == pytest.approx(_conv_ramp_s(prof, "gemm"))
+
+
+def test_a_convolution_helper_kernel_costs_the_convolution_ramp_when_predicted() -> None:
+    """The helper kernels ``launches_per_op`` adds after a convolution are priced by the
+    ``aux@convolution`` class on Hopper (the kernel floor elsewhere)."""
+    import torch
+    from torch import nn
+
+    from ftmodel.api import Predictor
+    from ftmodel.estimate.launches import AUX_CLASS
+
+    def make(batch: int) -> torch.Tensor:
+        return torch.randn(batch, 8, 16, 16)
+
+    conv = TABLE["generations"]["Hopper"]["conv_ramp"]["seconds"]
+    model = nn.Sequential(*[nn.Conv2d(8, 8, 3, padding=1) for _ in range(4)]).eval()
+    times = {}
+    for name in ("h100-sxm5", "rtx8000"):
+        pred = Predictor("cudagraphs", name)
+        prog = pred.lower(model, make, 1, pred.trace(model, make, 1))
+        t = pred.kernel_arrays(prog.kernels).device_s
+        times[name] = [float(s) for k, s in zip(prog.kernels, t) if k.op_class == AUX_CLASS]
+    assert times["h100-sxm5"] and all(s == pytest.approx(conv) for s in times["h100-sxm5"])
+    assert times["rtx8000"] and all(s < conv / 2 for s in times["rtx8000"])
