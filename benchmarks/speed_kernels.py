@@ -51,8 +51,11 @@ def _kernels() -> dict[str, Callable[[], object]]:
     x_ln, w_ln, b_ln = rnd(64, 197, 768), rnd(768), rnd(768)
     x_sm = rnd(8, 12, 197, 197)
     x_pool = rnd(8, 64, 112, 112)
+    x_gemv, w_gemv, b_gemv = rnd(1, 4096), rnd(1024, 4096), rnd(1024)
     return {
         "GEMM 256x1024x1024": lambda: torch.mm(a, b),
+        "GEMV 1x4096x1024 (addmm, 16 MiB weight)": lambda: torch.addmm(b_gemv, x_gemv,
+                                                                        w_gemv.t()),
         "conv 3x3 64ch 56px b8": lambda: F.conv2d(x_conv, w_conv, padding=1),
         "depthwise 3x3 96ch 56px b16": lambda: F.conv2d(x_dw, w_dw, padding=1, groups=96),
         "add 64 MiB": lambda: torch.add(big1, big2),
