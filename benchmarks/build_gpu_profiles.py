@@ -168,15 +168,21 @@ def generation_fractions(spec: GpuSpec) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _generation_entries(spec: GpuSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``spec``'s chip entry and generation entry of ``gpu_generations.json`` (empty if none),
+    in the order a figure is looked up."""
+    table = generation_table()
+    return (table.get("chips", {}).get(spec.arch.split()[-1], {}),
+            table["generations"].get(spec.family, {}))
+
+
 def generation_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any] | None:
     """``spec``'s chip's or generation's measured per-kernel ramp (``kernel_ramp``), if any.
 
     ``left_out``: a profile name whose own measurements may not be used. A ramp measured on that
     GPU (``kernel_ramp``'s ``gpu``) is replaced by the one its generation's other GPUs measured
     (``kernel_ramp_left_out[left_out]``), or by none (the fitted ramps)."""
-    table = generation_table()
-    for entry in (table.get("chips", {}).get(spec.arch.split()[-1], {}),
-                  table["generations"].get(spec.family, {})):
+    for entry in _generation_entries(spec):
         ramp = entry.get("kernel_ramp")
         if not ramp:
             continue
@@ -190,9 +196,7 @@ def generation_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any
 def generation_conv_ramp(spec: GpuSpec, left_out: str | None = None) -> dict[str, Any] | None:
     """``spec``'s chip's or generation's per-kernel ramp of convolution kernels (``conv_ramp``),
     if one was measured, and not on ``left_out``."""
-    table = generation_table()
-    for entry in (table.get("chips", {}).get(spec.arch.split()[-1], {}),
-                  table["generations"].get(spec.family, {})):
+    for entry in _generation_entries(spec):
         ramp = entry.get("conv_ramp")
         if ramp and not (left_out is not None and ramp.get("gpu") == left_out):
             return dict(ramp)
@@ -224,6 +228,12 @@ def dtypes_of(spec: GpuSpec) -> tuple[str, ...]:
     return ("fp32", "tf32", "fp16", "bf16")
 
 
+def mac_ramp_s(eff: dict[str, float], cls: str) -> float:
+    """The per-kernel ramp of MAC class ``cls``: a convolution's own where the generation has
+    one (``conv_ramp_s``), else the MAC ramp."""
+    return eff.get("conv_ramp_s", eff["ramp_mac_s"]) if cls in CONV_CLASSES else eff["ramp_mac_s"]
+
+
 def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, float]:
     """Roofline parameters of one MAC class: peaks per math dtype and ramp sizes."""
     bw = spec.mem_bw_gbps * 1e9 * eff["eff_bw"]
@@ -243,9 +253,10 @@ def mac_params(spec: GpuSpec, eff: dict[str, float], cls: str) -> dict[str, floa
             peaks["tf32"] = tensor(spec.tf32_tensor_tflops)
             if cls == "conv":  # cuDNN allow_tf32 is on by default
                 peaks["fp32"] = peaks["tf32"]
-    conv_ramp = eff.get("conv_ramp_s") if cls in CONV_CLASSES else None
-    ramp_mac_s = conv_ramp or eff["ramp_mac_s"]
-    out = {"bandwidth_Bps": bw, "half_bytes": (conv_ramp or eff["ramp_byte_s"]) * bw}
+    ramp_mac_s = mac_ramp_s(eff, cls)
+    byte_ramp_s = (eff.get("conv_ramp_s", eff["ramp_byte_s"]) if cls in CONV_CLASSES
+                   else eff["ramp_byte_s"])
+    out = {"bandwidth_Bps": bw, "half_bytes": byte_ramp_s * bw}
     if eff.get("tile_outputs"):  # tile/wave quantisation over the SMs (estimate.kernels)
         out["wave_slots"] = float(spec.sm_count)
         out["tile_outputs"] = float(eff["tile_outputs"])
@@ -265,10 +276,10 @@ def device_half(spec: GpuSpec, name: str, eff: dict[str, float],
     classes = {c: OpClassData("roofline", params=mac_params(spec, eff, c)) for c in MAC_CLASSES}
     grouped = mac_params(spec, eff, "conv_grouped")
     cuda_grouped = grouped["peak_macs_per_s"] * eff["eff_grouped"]
-    grouped_ramp_s = eff.get("conv_ramp_s", eff["ramp_mac_s"])
     classes["conv_grouped"] = OpClassData("roofline", params={
         "bandwidth_Bps": bw, "half_bytes": grouped["half_bytes"],
-        "peak_macs_per_s": cuda_grouped, "half_macs": grouped_ramp_s * cuda_grouped})
+        "peak_macs_per_s": cuda_grouped,
+        "half_macs": mac_ramp_s(eff, "conv_grouped") * cuda_grouped})
     classes.update({c: OpClassData("roofline", params=dict(byte)) for c in BYTE_CLASSES})
     classes["aux"] = OpClassData("roofline", params={"bandwidth_Bps": bw, "floor_s": 0.0})
     if "conv_ramp_s" in eff:  # a convolution's helpers (layout transposes) are its kind

@@ -85,15 +85,18 @@ def model_of(row: dict[str, str]) -> ZooModel:
 def trace_ramps(paths: list[Path], profile: HardwareProfile, max_batch: int) -> None:
     """Print the per-kernel time beyond the work of convolution kernels and of the others, per
     point of ``gpu_kernels.py measure`` traces, and their medians (see the module docstring)."""
+    from build_gpu_profiles import CONV_CLASSES  # the classes that take a conv_ramp
     from gpu_kernels import CLASS_OF_OP  # the class of a top-level aten op, as measured
     pred = Predictor("cudagraphs", without_ramps(profile))
     per: dict[str, list[float]] = {"conv": [], "other": []}
     measured: dict[str, list[float]]
     for path in paths:
+        points: dict[tuple[str, int], list[dict[str, str]]] = {}
         with open(path, newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.DictReader(f) if int(r["batch"]) <= max_batch]
-        for name, batch in dict.fromkeys((r["model"], int(r["batch"])) for r in rows):
-            pts = [r for r in rows if (r["model"], int(r["batch"])) == (name, batch)]
+            for r in csv.DictReader(f):
+                if int(r["batch"]) <= max_batch:
+                    points.setdefault((r["model"], int(r["batch"])), []).append(r)
+        for (name, batch), pts in points.items():
             graph_us = sum(float(r["device_us"]) for r in pts if r["top_op"] == "__graph__")
             ops = [r for r in pts if r["top_op"] not in ("__graph__", "__eager__")]
             measured = {"conv": [0.0, 0.0], "other": [0.0, 0.0]}
@@ -110,7 +113,7 @@ def trace_ramps(paths: list[Path], profile: HardwareProfile, max_batch: int) -> 
             work = {"conv": 0.0, "other": 0.0}
             for k, t in zip(prog.kernels, pred.kernel_arrays(prog.kernels).device_s):
                 if k.op_class != "aux":  # a helper's work is nil; its floor is not work
-                    work["conv" if k.op_class in ("conv", "conv_grouped") else "other"] += t * 1e6
+                    work["conv" if k.op_class in CONV_CLASSES else "other"] += t * 1e6
             line = []
             for side, (t_us, n) in measured.items():
                 if n:
