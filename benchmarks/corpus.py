@@ -52,8 +52,9 @@ from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
 from ftmodel.current_speed import probe_speed  # noqa: E402
-from ftmodel.speed import (Reference, nominal_host_reference_s,  # noqa: E402
-                           nominal_memory_reference_s, nominal_reference_s)
+from ftmodel.speed import (Reference, device_speed_exponent,  # noqa: E402
+                           nominal_host_reference_s, nominal_memory_reference_s,
+                           nominal_reference_s)
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from corpus_speed import (NOW_LABEL, at_calibration_speed, at_speed_rows,  # noqa: E402
@@ -194,8 +195,10 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
         *([speed_line(probes, profile)] if probes else []),
         *memory,
         *(["- *at calibration speed*: each round's time scaled by the calibration's nominal "
-           "reference GEMM time over the reference timed around that round in the same process "
-           "(`ftmodel.speed`; the part the prediction puts on the host by the host "
+           "reference GEMM time over the reference timed around that round in the same process, "
+           f"to the power {device_speed_exponent(profile.provenance):g} (the profile's "
+           "`provenance.speed.device_exponent`; `ftmodel.speed`; the part the prediction puts "
+           "on the host by the host "
            "reference's, where the calibration timed one), the same scaling the calibration "
            "applied to its own measurements: the machine's changes of speed between "
            "calibration and measurement, and between processes, taken out; the plain rows are "
@@ -323,6 +326,7 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
     nominal_s = nominal_reference_s(profile.provenance)
     nominal_host_s = nominal_host_reference_s(profile.provenance)
     nominal_memory_s = nominal_memory_reference_s(profile.provenance)
+    exponent = device_speed_exponent(profile.provenance)
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in run_failed:
@@ -339,7 +343,8 @@ def run_framework(framework: str, profile: Any, profile_desc: str, args: argpars
                 share = p.overhead_s / (p.overhead_s + p.compute_s) \
                     if p.overhead_s + p.compute_s > 0 else 0.0
                 now = now_preds.get((name, heap, b), [])
-                at_speed = [at_calibration_speed(m, nominal_s, nominal_host_s, share) for m in ms]
+                at_speed = [at_calibration_speed(m, nominal_s, nominal_host_s, share, exponent)
+                            for m in ms]
                 rows.append({
                     "model": name, "family": zm.family,
                     "half": "held-out" if is_held_out(name) else "tuning",

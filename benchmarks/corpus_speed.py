@@ -36,12 +36,14 @@ NOW_LABEL = "speed probed before measuring"
 
 def at_calibration_speed(m: dict[str, Any], nominal_s: float | None,
                          nominal_host_s: float | None = None,
-                         host_share: float = 0.0) -> float | None:
+                         host_share: float = 0.0,
+                         device_exponent: float = 1.0) -> float | None:
     """One process's time of a point at the calibration's machine speed: each round's median
-    scaled by ``nominal / reference`` (the references timed around the round; the host
-    reference's factor for the ``host_share`` of the time the prediction puts on the host, when
-    the calibration and the process both timed it), fastest round; None without a nominal
-    speed or references."""
+    scaled by ``nominal / reference`` (the references timed around the round) to the power
+    ``device_exponent`` (the profile's, ``ftmodel.speed.device_speed_exponent``; the host
+    reference's factor, in proportion, for the ``host_share`` of the time the prediction puts
+    on the host, when the calibration and the process both timed it), fastest round; None
+    without a nominal speed or references."""
     refs = m.get("round_references_s")
     if nominal_s is None or not refs or len(refs) != len(m["round_medians_s"]) + 1:
         return None
@@ -49,7 +51,7 @@ def at_calibration_speed(m: dict[str, Any], nominal_s: float | None,
     blend = nominal_host_s is not None and host_refs and len(host_refs) == len(refs)
     out = []
     for i, t in enumerate(m["round_medians_s"]):
-        factor = nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))
+        factor = (nominal_s / float(np.sqrt(refs[i] * refs[i + 1]))) ** device_exponent
         if blend:
             host = nominal_host_s / float(np.sqrt(host_refs[i] * host_refs[i + 1]))
             factor = blended(factor, host, host_share)

@@ -9,9 +9,9 @@ from typing import Any
 
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.measure import measure
-from ftmodel.speed import (SpeedMeter, memory_normalised, nominal_host_reference_s,
-                           nominal_memory_reference_s, nominal_reference_s, reference_gemm,
-                           speed_normalised)
+from ftmodel.speed import (SpeedMeter, device_speed_exponent, memory_normalised,
+                           nominal_host_reference_s, nominal_memory_reference_s,
+                           nominal_reference_s, reference_gemm, speed_normalised)
 
 __all__ = ["DRIFT_WARNING", "reference_drift", "reference_probe_s", "speed_meter_for"]
 
@@ -51,4 +51,5 @@ def speed_meter_for(device: str, base: HardwareProfile | None) -> SpeedMeter | N
     return SpeedMeter(device, nominal_s=nominal_s,
                       nominal_host_s=nominal_host_reference_s(base.provenance),
                       nominal_memory_s=nominal_memory_reference_s(base.provenance),
-                      normalise_memory=memory_normalised(base.provenance))
+                      normalise_memory=memory_normalised(base.provenance),
+                      device_exponent=device_speed_exponent(base.provenance))

@@ -55,6 +55,20 @@ the GEMM. Timed in three passes a minute apart on that guest (``benchmarks/sweep
 by the class blend than by the GEMM alone, in every class (a class's offset 2.5-43% against
 13-68%); the fastest round left unscaled moved least in six of the eight (3.5-16%), so in that
 machine state the references themselves were the larger noise.
+
+Nor do kernels move in proportion to their references. On that guest a kernel's time followed
+its two references with exponents summing to 0.25-0.84 (median 0.57, ``speed-kernels.md``), the
+corpus's processes moved by 0.46 of the references' log change (``corpus-calibration-53-run2``),
+and calibrations from a slow and a fast phase agreed best re-expressed with the references moved
+half to three quarters of the way (``profile-agreement.md``). Scaled in proportion, a
+measurement taken far from the nominal speed is over-corrected: profile 54's ONNX Runtime curves,
+measured with the reference GEMM at a median 1.86 ms and scaled to a nominal 3.22 ms, priced the
+held-out corpus 1.30x high at the calibration's speed. So device times move by their blended
+factor to the power :data:`DEVICE_SPEED_EXPONENT` (0.5); host times, whose calibrations agreed
+best in proportion, move by theirs. A profile records the exponent its calibration used
+(``provenance.speed.device_exponent``; none recorded: 1), and re-expressing it
+(:func:`ftmodel.hardware.rescale.at_speed`, ``speed="now"``) uses the same one.
+
 Only a CPU device is normalised: a GPU's own speed does not move with the host VM's.
 """
 
@@ -74,7 +88,7 @@ import torch
 from torch import nn
 
 __all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "MEMORY_REFERENCE_BYTES",
-           "gemm_share", "memory_normalised",
+           "DEVICE_SPEED_EXPONENT", "device_speed_exponent", "gemm_share", "memory_normalised",
            "REFERENCE_SHAPE", "REFERENCE_INTERVAL_S", "Reference",
            "SpeedMeter", "active_meter", "at_nominal_speed", "blended", "median_of_calls",
            "nominal_host_reference_s", "nominal_memory_reference_s",
@@ -98,6 +112,10 @@ _GEMM_SHARE = {"gemm": 0.75, "bmm": 0.75, "attention": 0.75,
                "conv_grouped": 0.25, "norm": 0.25,
                "elementwise": 0.0, "copy": 0.0, "embedding": 0.0, "reduction": 0.0}
 _DEFAULT_GEMM_SHARE = 0.5
+# device times move by their references' factor to this power (see the module docstring):
+# calibrations since 2026-11-29 scale their device measurements so and record it
+# (``provenance.speed.device_exponent``); profiles without the record moved in proportion (1)
+DEVICE_SPEED_EXPONENT = 0.5
 REFERENCE_INTERVAL_S = 0.1  # at most this long between two references inside a measurement
 _REFERENCE_CALLS = 8  # a reference time is the median of this many calls (~6-10 ms on a CPU)
 _NOMINAL_PROBES = 20  # the nominal time is the median of this many references ...
@@ -154,6 +172,18 @@ def gemm_share(op_class: str) -> float:
     follows the memory reference. ``op_class`` may carry ``@op`` and ``:variant`` suffixes."""
     base = op_class.split(":")[0].split("@")[0]
     return _GEMM_SHARE.get(base, _DEFAULT_GEMM_SHARE)
+
+
+def device_speed_exponent(provenance: Mapping[str, Any]) -> float:
+    """The power to which a profile's device times follow their references' factor
+    (``provenance.speed.device_exponent``): 1 for a profile that does not record one (its
+    calibration scaled device times in proportion)."""
+    speed = provenance.get("speed")
+    if isinstance(speed, Mapping):
+        value = speed.get("device_exponent")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return 1.0
 
 
 def memory_normalised(provenance: Mapping[str, Any]) -> bool:
@@ -215,12 +245,15 @@ class SpeedMeter:
     before it was introduced are). ``seen_s`` and ``seen_host_s`` keep every reference taken,
     for the provenance. ``nominal_memory_s``: likewise for the memory reference (recorded, not
     scaled by; a meter given ``nominal_s`` without it times none); ``seen_memory_s`` keeps its
-    readings."""
+    readings. ``device_exponent``: a device time moves by its references' factor to this power
+    (:data:`DEVICE_SPEED_EXPONENT`; a profile being updated passes its own, 1 for one measured
+    before it); host times move in proportion."""
 
     def __init__(self, device: str = "cpu", nominal_s: float | None = None,
                  nominal_host_s: float | None = None,
                  nominal_memory_s: float | None = None,
-                 normalise_memory: bool | None = None) -> None:
+                 normalise_memory: bool | None = None,
+                 device_exponent: float = DEVICE_SPEED_EXPONENT) -> None:
         if device != "cpu":
             raise ValueError(f"the speed meter measures a CPU, got device {device!r}")
         self.device = device
@@ -256,6 +289,9 @@ class SpeedMeter:
         self.nominal_memory_s = None if nominal_memory_s is None else float(nominal_memory_s)
         self.normalise_memory = (self.nominal_memory_s is not None
                                  and (normalise_memory is None or normalise_memory))
+        if not device_exponent > 0:
+            raise ValueError(f"device exponent must be positive, got {device_exponent!r}")
+        self.device_exponent = float(device_exponent)
 
     def reference(self) -> Reference:
         """The machine's speed now: one reference GEMM's seconds (median of
@@ -287,15 +323,16 @@ class SpeedMeter:
         reference`` (geometric mean of the two) of the GEMM, blended with the memory
         reference's by ``gemm_share`` (the device time's share that follows the GEMM, as
         :func:`gemm_share` gives it per op class; ignored unless this meter normalises memory
-        and both references hold one), then with the host reference's by ``host_share``, the
-        part of the measured time that is host work (0-1; ignored when either reference or the
-        nominal host time is missing)."""
+        and both references hold one) and raised to this meter's ``device_exponent``, then
+        with the host reference's by ``host_share``, the part of the measured time that is host
+        work (0-1; ignored when either reference or the nominal host time is missing)."""
         gemm = self.nominal_s / math.sqrt(before.gemm_s * after.gemm_s)
         w = min(max(gemm_share, 0.0), 1.0)
         if (w < 1.0 and self.normalise_memory and self.nominal_memory_s is not None
                 and before.memory_s and after.memory_s):
             memory = self.nominal_memory_s / math.sqrt(before.memory_s * after.memory_s)
             gemm = w * gemm + (1.0 - w) * memory
+        gemm = float(gemm ** self.device_exponent)
         share = min(max(host_share, 0.0), 1.0)
         if (share == 0.0 or self.nominal_host_s is None or before.host_s is None
                 or after.host_s is None):
@@ -319,7 +356,8 @@ class SpeedMeter:
         seen = self.seen_s or [self.nominal_s]
         out = {"reference_s": self.nominal_s, "shape": list(REFERENCE_SHAPE),
                "normalised": True, "references": len(self.seen_s),
-               "min_s": min(seen), "median_s": statistics.median(seen), "max_s": max(seen)}
+               "min_s": min(seen), "median_s": statistics.median(seen), "max_s": max(seen),
+               "device_exponent": self.device_exponent}
         if self.nominal_host_s is not None:
             host = self.seen_host_s or [self.nominal_host_s]
             out.update(host_reference_s=self.nominal_host_s,

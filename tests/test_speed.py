@@ -8,8 +8,9 @@ import pytest
 
 import ftmodel.measure as measure_mod
 from ftmodel.measure import fastest_over_fastest, measure_cold_interleaved, measure_interleaved
-from ftmodel.speed import (HOST_REFERENCE_CALLS, MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE,
-                           Reference, SpeedMeter, active_meter, at_nominal_speed, gemm_share,
+from ftmodel.speed import (DEVICE_SPEED_EXPONENT, HOST_REFERENCE_CALLS, MEMORY_REFERENCE_BYTES, REFERENCE_SHAPE,
+                           Reference, SpeedMeter, active_meter, at_nominal_speed,
+                           device_speed_exponent, gemm_share,
                            memory_normalised, nominal_host_reference_s,
                            nominal_memory_reference_s,
                            reference_memory, speed_normalised)
@@ -21,7 +22,9 @@ class ScriptedMeter(SpeedMeter):
 
     def __init__(self, nominal_s: float, refs: list[float] | list[tuple[float, float]],
                  nominal_host_s: float | None = None) -> None:
-        super().__init__("cpu", nominal_s=nominal_s, nominal_host_s=nominal_host_s)
+        # in proportion: these tests follow the scaling's bookkeeping, not its exponent
+        super().__init__("cpu", nominal_s=nominal_s, nominal_host_s=nominal_host_s,
+                         device_exponent=1.0)
         self._refs: Iterator[float | tuple[float, float]] = iter(refs)
 
     def reference(self) -> Reference:
@@ -158,7 +161,7 @@ def test_meter_times_the_reference_and_records_what_it_saw() -> None:
 
 
 def test_meter_records_the_memory_reference_beside_the_others() -> None:
-    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=5e-4)
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=5e-4, device_exponent=1.0)
     refs = [meter.reference() for _ in range(3)]
     assert all(r.memory_s is not None and r.memory_s > 0 for r in refs)
     assert meter.seen_memory_s == [r.memory_s for r in refs]
@@ -196,7 +199,7 @@ def test_device_times_blend_the_gemm_and_memory_references_by_op_class() -> None
     assert gemm_share("elementwise@exp") == 0.0 and gemm_share("copy") == 0.0
     assert gemm_share("conv_grouped:mkldnn") == 0.25 and gemm_share("conv") == 0.5
     assert gemm_share("no such class") == 0.5
-    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3)
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3, device_exponent=1.0)
     ref = Reference(2e-3, None, 1e-3)  # GEMM twice as slow as nominal, memory twice as fast
     assert meter.factor(ref, ref, gemm_share=1.0) == 0.5
     assert meter.factor(ref, ref, gemm_share=0.0) == 2.0
@@ -205,7 +208,8 @@ def test_device_times_blend_the_gemm_and_memory_references_by_op_class() -> None
     refs = [Reference(2e-3, None, 4e-3), Reference(3e-3, None, 1e-3)]
     assert fastest_over_fastest(meter, [1.0, 2.0], refs, gemm_share=0.0) == 2.0
     # an update of a profile whose device times were not scaled by it keeps the GEMM alone
-    old = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3, normalise_memory=False)
+    old = SpeedMeter("cpu", nominal_s=1e-3, nominal_memory_s=2e-3, normalise_memory=False,
+                     device_exponent=1.0)
     assert old.factor(ref, ref, gemm_share=0.0) == 0.5
     assert old.summary()["memory_normalised"] is False
     speed = {"normalised": True, "reference_s": 1e-3, "memory_reference_s": 2e-3,
@@ -215,3 +219,24 @@ def test_device_times_blend_the_gemm_and_memory_references_by_op_class() -> None
     speed["memory_normalised"] = True
     assert memory_normalised({"speed": speed})
     assert nominal_memory_reference_s({"speed": speed}) == 2e-3  # what it was scaled to
+
+
+def test_device_times_follow_their_references_at_the_recorded_exponent() -> None:
+    # kernels moved by about half their references' log change on the Zen 3 guest
+    # (speed-kernels.md, corpus-calibration-53-run2): device times move by the factor to the
+    # power 0.5, host times in proportion
+    assert DEVICE_SPEED_EXPONENT == 0.5
+    meter = SpeedMeter("cpu", nominal_s=1e-3, nominal_host_s=1e-4)
+    assert meter.device_exponent == DEVICE_SPEED_EXPONENT
+    slow = Reference(4e-3, 4e-4, None)  # both references four times nominal
+    assert meter.factor(slow, slow) == pytest.approx(0.5)  # (1/4) ** 0.5
+    assert meter.factor(slow, slow, host_share=1.0) == pytest.approx(0.25)
+    assert meter.factor(slow, slow, host_share=0.5) == pytest.approx(0.5 * 0.5 + 0.5 * 0.25)
+    assert meter.summary()["device_exponent"] == 0.5
+    # what a profile records; one without the record moved in proportion
+    assert device_speed_exponent({"speed": meter.summary()}) == 0.5
+    assert device_speed_exponent({"speed": {"normalised": True, "reference_s": 1e-3}}) == 1.0
+    assert device_speed_exponent({}) == 1.0
+    assert device_speed_exponent({"speed": {"device_exponent": -1}}) == 1.0
+    with pytest.raises(ValueError, match="device exponent must be positive"):
+        SpeedMeter("cpu", nominal_s=1e-3, device_exponent=0.0)

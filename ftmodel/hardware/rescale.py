@@ -36,8 +36,9 @@ from dataclasses import replace
 from typing import Any
 
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile, OpClassData
-from ftmodel.speed import (gemm_share, memory_normalised, nominal_host_reference_s,
-                           nominal_memory_reference_s, nominal_reference_s)
+from ftmodel.speed import (device_speed_exponent, gemm_share, memory_normalised,
+                           nominal_host_reference_s, nominal_memory_reference_s,
+                           nominal_reference_s)
 
 __all__ = ["at_speed", "cache_at"]
 
@@ -88,7 +89,7 @@ def cache_at(cache: Mapping[str, float], factor: float) -> dict[str, float]:
 def at_speed(profile: HardwareProfile, reference_s: float,
              host_reference_s: float | None = None,
              memory_reference_s: float | None = None,
-             device_exponent: float = 1.0) -> HardwareProfile:
+             device_exponent: float | None = None) -> HardwareProfile:
     """``profile`` (a CPU calibration scaled to ``provenance.speed``'s nominal times) expressed
     at the speed where the reference GEMM takes ``reference_s``, the host reference
     ``host_reference_s`` (None, or a profile without a host reference: host times follow the
@@ -96,10 +97,11 @@ def at_speed(profile: HardwareProfile, reference_s: float,
     device times were not scaled by it: they follow the GEMM's factor alone); the former
     nominal times are kept as ``provenance.speed.start_*``.
 
-    ``device_exponent``: device times move by their factor to this power (1, the default: in
-    proportion, what undoes a calibration's own scaling; below 1 for kernels that follow the
-    references less than in proportion, ``benchmarks/speed_kernels.py``). The recorded
-    reference times are the ones given either way."""
+    ``device_exponent``: device times move by their factor to this power; by default the one
+    the profile's calibration scaled its device measurements with
+    (:func:`ftmodel.speed.device_speed_exponent`: 0.5 for calibrations that record it, 1, in
+    proportion, for older ones), which is what undoes that scaling. The recorded reference
+    times are the ones given either way."""
     nominal_s = nominal_reference_s(profile.provenance)
     if nominal_s is None:
         raise ValueError(f"profile {profile.name!r} records no nominal speed "
@@ -109,6 +111,8 @@ def at_speed(profile: HardwareProfile, reference_s: float,
                          ("memory reference time", memory_reference_s)):
         if value is not None and not value > 0:
             raise ValueError(f"{label} must be positive, got {value!r}")
+    if device_exponent is None:
+        device_exponent = device_speed_exponent(profile.provenance)
     if not device_exponent > 0:
         raise ValueError(f"device exponent must be positive, got {device_exponent!r}")
     factor = reference_s / nominal_s

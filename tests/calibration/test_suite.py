@@ -107,7 +107,8 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
     monkeypatch.setattr(curves, "INVERSION_MIN_S", 0.0)
 
     prof = read_profile(quick_profile)
-    slow = at_speed(prof, 2.5 * prof.provenance["speed"]["reference_s"])
+    # in proportion: every time field moves, whatever the exponent of the device side
+    slow = at_speed(prof, 2.5 * prof.provenance["speed"]["reference_s"], device_exponent=1.0)
     assert slow.provenance["speed"]["start_reference_s"] == \
         prof.provenance["speed"]["start_reference_s"]
     assert {k: v for k, v in slow.device.cache.items() if k.endswith("cold_s_per_byte")} == \
@@ -142,6 +143,9 @@ def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profil
     prof = read_profile(quick_profile)
     speed = prof.provenance["speed"]
     assert speed["host_reference_s"] > 0 and speed["host_median_s"] > 0
+    # device times move by the GEMM's factor to the power the calibration scaled them with
+    e = speed["device_exponent"]
+    assert e == 0.5
     out = at_speed(prof, 2.0 * speed["reference_s"], 3.0 * speed["host_reference_s"])
     assert out.provenance["speed"]["host_reference_s"] == pytest.approx(
         3.0 * speed["host_reference_s"])
@@ -156,13 +160,14 @@ def test_host_times_follow_the_host_reference_device_times_the_gemm(quick_profil
     assert out.host.page_fault_s == pytest.approx(3.0 * prof.host.page_fault_s)
     for name, data in prof.device.op_classes.items():
         assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
-            [2.0 * t for *_, t in data.samples]), name
+            [2.0 ** e * t for *_, t in data.samples]), name
     nets = [(a, b) for a, b in zip(before.samples, after.samples) if "network" in a]
     assert nets
     for a, b in nets:
         assert b["host_s"] == pytest.approx(3.0 * a["host_s"])
-        assert b["device_s"] == pytest.approx(2.0 * a["device_s"])
-        assert 2.0 * a["time_s"] <= b["time_s"] * (1 + 1e-9) <= 3.0 * a["time_s"] * (1 + 1e-9)
+        assert b["device_s"] == pytest.approx(2.0 ** e * a["device_s"])
+        assert 2.0 ** e * a["time_s"] <= b["time_s"] * (1 + 1e-9) \
+            <= 3.0 * a["time_s"] * (1 + 1e-9)
     programs = [(a, b) for a, b in zip(before.samples, after.samples) if "program" in a]
     assert programs and all(b["time_s"] == pytest.approx(3.0 * a["time_s"])
                             for a, b in programs)
@@ -176,20 +181,29 @@ def test_device_curves_follow_their_blend_of_gemm_and_memory_references(quick_pr
     prof = read_profile(quick_profile)
     speed = prof.provenance["speed"]
     assert speed["memory_normalised"] is True and speed["memory_reference_s"] > 0
+    e = speed["device_exponent"]
     out = at_speed(prof, 2.0 * speed["reference_s"], None, 4.0 * speed["memory_reference_s"])
     assert out.provenance["speed"]["memory_reference_s"] == pytest.approx(
         4.0 * speed["memory_reference_s"])
     for name, data in prof.device.op_classes.items():
         w = gemm_share(name)
         assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
-            [(2.0 * w + 4.0 * (1.0 - w)) * t for *_, t in data.samples]), name
+            [(2.0 * w + 4.0 * (1.0 - w)) ** e * t for *_, t in data.samples]), name
     # a profile whose device times were scaled by the GEMM alone stays on it
     old = replace(prof, provenance={**prof.provenance,
                                     "speed": {**speed, "memory_normalised": False}})
     out = at_speed(old, 2.0 * speed["reference_s"], None, 4.0 * speed["memory_reference_s"])
     for name, data in prof.device.op_classes.items():
         assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
-            [2.0 * t for *_, t in data.samples]), name
+            [2.0 ** e * t for *_, t in data.samples]), name
+    # a profile calibrated before the exponent was recorded moves in proportion
+    older = replace(prof, provenance={**prof.provenance, "speed": {
+        k: v for k, v in speed.items() if k != "device_exponent"}})
+    out = at_speed(older, 2.0 * speed["reference_s"], None, 4.0 * speed["memory_reference_s"])
+    for name, data in prof.device.op_classes.items():
+        w = gemm_share(name)
+        assert [t for *_, t in out.device.op_classes[name].samples] == pytest.approx(
+            [(2.0 * w + 4.0 * (1.0 - w)) * t for *_, t in data.samples]), name
 
 
 def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
