@@ -77,7 +77,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -86,6 +86,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from ftmodel.speed_record import (device_speed_exponent, memory_normalised,
+                                  nominal_host_reference_s, nominal_memory_reference_s,
+                                  nominal_reference_s)
 
 __all__ = ["HOST_REFERENCE_CALLS", "HOST_TYPICAL_QUANTILE", "MEMORY_REFERENCE_BYTES",
            "DEVICE_SPEED_EXPONENT", "device_speed_exponent", "gemm_share", "memory_normalised",
@@ -158,63 +162,11 @@ class Reference:
     memory_s: float | None = None
 
 
-def nominal_host_reference_s(provenance: Mapping[str, Any]) -> float | None:
-    """The host reference time a profile's host measurements were scaled to
-    (``provenance.speed.host_reference_s``), or None for a profile measured without one."""
-    speed = provenance.get("speed")
-    if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("host_reference_s"):
-        return float(speed["host_reference_s"])
-    return None
-
-
 def gemm_share(op_class: str) -> float:
     """How much of an ``op_class`` kernel's speed follows the reference GEMM (0-1); the rest
     follows the memory reference. ``op_class`` may carry ``@op`` and ``:variant`` suffixes."""
     base = op_class.split(":")[0].split("@")[0]
     return _GEMM_SHARE.get(base, _DEFAULT_GEMM_SHARE)
-
-
-def device_speed_exponent(provenance: Mapping[str, Any]) -> float:
-    """The power to which a profile's device times follow their references' factor
-    (``provenance.speed.device_exponent``): 1 for a profile that does not record one (its
-    calibration scaled device times in proportion)."""
-    speed = provenance.get("speed")
-    if isinstance(speed, Mapping):
-        value = speed.get("device_exponent")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return float(value)
-    return 1.0
-
-
-def memory_normalised(provenance: Mapping[str, Any]) -> bool:
-    """Whether a profile's device times were scaled by the memory reference as well as the
-    GEMM's (``provenance.speed.memory_normalised``)."""
-    speed = provenance.get("speed")
-    return bool(isinstance(speed, Mapping) and speed.get("normalised")
-                and speed.get("memory_normalised") and speed.get("memory_reference_s"))
-
-
-def nominal_memory_reference_s(provenance: Mapping[str, Any]) -> float | None:
-    """The memory reference time a profile stands for: the one its device times were scaled to
-    (``provenance.speed.memory_reference_s``) when they were (:func:`memory_normalised`), else
-    the median of its readings over the calibration (``memory_median_s``, else the one timed at
-    its start); None for a profile measured without one."""
-    speed = provenance.get("speed")
-    if not isinstance(speed, Mapping):
-        return None
-    if memory_normalised(provenance):
-        return float(speed["memory_reference_s"])
-    value = speed.get("memory_median_s") or speed.get("memory_reference_s")
-    return float(value) if value else None
-
-
-def nominal_reference_s(provenance: Mapping[str, Any]) -> float | None:
-    """The reference time a profile's measurements were scaled to (``provenance.speed``), or
-    None for a profile measured without a meter."""
-    speed = provenance.get("speed")
-    if isinstance(speed, Mapping) and speed.get("normalised") and speed.get("reference_s"):
-        return float(speed["reference_s"])
-    return None
 
 
 def median_of_calls(call: Callable[[], object], calls: int = _REFERENCE_CALLS) -> float:
