@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,11 +23,12 @@ from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
 from ftmodel.tracing.variants import steps_of
-from ftmodel.measure import captured_repeats, measure_cold_interleaved, measure_interleaved
+from ftmodel.measure import (Measurement, captured_repeats, measure_cold_interleaved,
+                             measure_interleaved)
 from ftmodel.speed import gemm_share
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["ClassTimes", "to_device", "caller", "measure_group", "measure_class",
+__all__ = ["ClassTimes", "to_device", "caller", "measure_group", "measure_class", "as_timed",
            "median_of_passes", "class_stage", "class_curves", "grouped_curves", "subset_curve",
            "per_op_curves", "per_call_curve", "derived_curves"]
 
@@ -44,6 +45,19 @@ def caller(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], 
     return call
 
 
+def _measurements(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
+                  device: str, rounds: int, round_s: float,
+                  host_share: Mapping[str, float] | None = None,
+                  gemm_share: Mapping[str, float] | None = None) -> dict[str, Measurement]:
+    fns = {}
+    for label, module, inputs in items:
+        m, xs = to_device(module, inputs, device)
+        fns[label] = caller(m, xs)
+    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                              host_share=host_share, gemm_share=gemm_share)
+    return {str(k): v for k, v in res.items()}
+
+
 def measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]]],
                   device: str, rounds: int, round_s: float,
                   host_share: Mapping[str, float] | None = None,
@@ -51,13 +65,24 @@ def measure_group(items: Sequence[tuple[str, nn.Module, tuple[torch.Tensor, ...]
                   ) -> dict[str, tuple[float, float]]:
     """(time, spread) of each labelled module called on its inputs, timed interleaved
     (``host_share``, ``gemm_share``: see :func:`ftmodel.measure.measure_interleaved`)."""
-    fns = {}
-    for label, module, inputs in items:
-        m, xs = to_device(module, inputs, device)
-        fns[label] = caller(m, xs)
-    res = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                              host_share=host_share, gemm_share=gemm_share)
-    return {str(k): (v.time_s, v.spread) for k, v in res.items()}
+    return {k: (v.time_s, v.spread) for k, v in
+            _measurements(items, device, rounds, round_s, host_share, gemm_share).items()}
+
+
+def as_timed(m: Measurement) -> tuple[float, ...]:
+    """What a measurement's time at the nominal speed was made from, unscaled: its fastest
+    round's median as timed, then the fastest reference GEMM, memory and host reference around
+    its rounds (seconds; 0 for a reference not timed), each to 4 significant digits; ``()``
+    without references. With these a profile's samples can be scaled again by another speed
+    model without timing anything."""
+    if not m.references or not m.timed_round_s:
+        return ()
+    refs = [r for ab in m.references for r in ab]
+    memory = [r.memory_s for r in refs if r.memory_s]
+    host = [r.host_s for r in refs if r.host_s]
+    values = (min(m.timed_round_s), min(r.gemm_s for r in refs),
+              min(memory) if memory else 0.0, min(host) if host else 0.0)
+    return tuple(float(f"{v:.4g}") for v in values)
 
 
 def _measure_captured(samples: list[OpSample], device: str, rounds: int, round_s: float
@@ -81,10 +106,13 @@ def _measure_captured(samples: list[OpSample], device: str, rounds: int, round_s
 @dataclass(frozen=True)
 class ClassTimes:
     """One pass over a curve's samples: each label's (seconds, round-to-round spread) timed hot,
-    and its seconds right after a cache flush (empty without a flush)."""
+    and its seconds right after a cache flush (empty without a flush); ``timed``: each hot
+    label's unscaled fastest round and references (:func:`as_timed`; empty where no speed
+    meter was in force)."""
 
     hot: Mapping[str, tuple[float, float]]
     cold: Mapping[str, float]
+    timed: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 def _short_labels(samples: Sequence[OpSample], device: str) -> dict[str, str]:
@@ -101,13 +129,16 @@ def measure_class(samples: list[OpSample], device: str, rounds: int, round_s: fl
     shorts = _short_labels(samples, device)
     shares = {s.label: gemm_share(s.op_class) for s in samples}
     shares.update({shorts[s.label]: shares[s.label] for s in samples if s.label in shorts})
+    timed: dict[str, tuple[float, ...]] = {}
     if device.startswith("cuda"):  # asynchronous: device time observed directly
         hot = _measure_captured(samples, device, rounds, round_s)
     else:
-        hot = measure_group([(s.label, s.module, s.inputs) for s in samples]
+        res = _measurements([(s.label, s.module, s.inputs) for s in samples]
                             + [(shorts[s.label], s.module, s.short_inputs)
                                for s in samples if s.label in shorts], device, rounds, round_s,
                             gemm_share=shares)
+        hot = {k: (v.time_s, v.spread) for k, v in res.items()}
+        timed = {k: t for k, v in res.items() if (t := as_timed(v))}
     cold: dict[str, float] = {}
     if flush is not None:
         fns = {}
@@ -117,7 +148,7 @@ def measure_class(samples: list[OpSample], device: str, rounds: int, round_s: fl
         cold = {str(k): v.time_s for k, v in measure_cold_interleaved(
             fns, flush=flush, device=device, rounds=max(2, rounds - 2),
             gemm_share=shares).items()}
-    return ClassTimes(hot, cold)
+    return ClassTimes(hot, cold, timed)
 
 
 def median_of_passes(passes: Sequence[ClassTimes]) -> ClassTimes:
@@ -146,8 +177,11 @@ def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: 
                  host_s: Callable[[Program], float] | None = None
                  ) -> tuple[OpClassData, list[dict[str, Any]], list[str]]:
     """One curve from its samples' times, the median over ``passes`` (:func:`median_of_passes`;
-    each pass's hot time is kept in the raw entry as ``pass_total_s``); device time = time − the
-    family's floor on a CPU, the time of a captured repeat (:func:`_measure_captured`) on a GPU.
+    each pass's hot time is kept in the raw entry as ``pass_total_s``, and where a speed meter
+    was in force what each pass's time was made from, unscaled, as ``pass_timed``,
+    ``pass_floor_timed`` and ``pass_short_timed``: :func:`_timed_record`); device time = time −
+    the family's floor on a CPU, the time of a captured repeat (:func:`_measure_captured`) on a
+    GPU.
 
     With cold times (a cache flush before each call), each sample's cold device time = cold time
     − cold floor (the flush also chills the host's own code path, which the cold floor carries
@@ -163,6 +197,7 @@ def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: 
     times = median_of_passes(passes)
     measured, cold = times.hot, times.cold
     floors = {s.family: measured[s.label][0] for s in samples if s.is_floor}
+    floor_labels = {s.family: s.label for s in samples if s.is_floor}
     cold_floors = {s.family: cold[s.label] for s in samples if s.is_floor and cold}
     rows: list[tuple[float, float, float, float]] = []
     cold_rows: list[float] = []
@@ -194,6 +229,8 @@ def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: 
             device_s = step_s * n_long
         if len(passes) > 1:
             extra["pass_total_s"] = [p.hot[s.label][0] for p in passes]
+        extra.update(_timed_record(passes, s.label, floor_labels.get(s.family),
+                                   shorts.get(s.label)))
         row, steps = s.curve_row(main, device_s)  # per step on a per-step curve
         rows.append(row)
         variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
@@ -206,6 +243,19 @@ def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: 
             raw[-1].update(cold_total_s=cold[s.label], cold_floor_s=cold_floors[s.family])
     return (OpClassData(model="samples", samples=tuple(rows), cold_s=tuple(cold_rows)), raw,
             variants)
+
+
+def _timed_record(passes: Sequence[ClassTimes], label: str, floor: str | None,
+                  short: str | None) -> dict[str, Any]:
+    """A sample's raw-entry fields from its passes' :func:`as_timed` records, where every pass
+    has one: ``pass_timed`` (the sample), ``pass_floor_timed`` (its family's floor) and
+    ``pass_short_timed`` (its short twin), each one row per pass."""
+    out: dict[str, Any] = {}
+    for key, name in (("pass_timed", label), ("pass_floor_timed", floor),
+                      ("pass_short_timed", short)):
+        if name is not None and all(name in p.timed for p in passes):
+            out[key] = [list(p.timed[name]) for p in passes]
+    return out
 
 
 def subset_curve(data: OpClassData, keep: list[int]) -> OpClassData:

@@ -596,6 +596,34 @@ def test_each_sample_keeps_its_median_over_the_passes() -> None:
     assert one.samples[0][3] == pytest.approx(1.0e-3 - 1e-5) and "pass_total_s" not in raw_one[0]
 
 
+def test_each_sample_keeps_what_its_passes_were_made_from_unscaled() -> None:
+    from ftmodel.calibration.ops import OpSample
+    from ftmodel.calibration.sweep_stage import ClassTimes, as_timed, class_curves
+    from ftmodel.measure import Measurement
+    from ftmodel.speed import Reference
+
+    slow, fast = Reference(3e-3, 2e-4, 2e-3), Reference(1.5e-3, 1e-4, None)
+    m = Measurement(1.0, (1.0, 2.0), 10, timed_round_s=(4.0e-3, 3.123456e-3),
+                    references=((slow, fast), (slow, slow)))
+    # fastest round as timed, then the fastest GEMM, memory and host references around them
+    assert as_timed(m) == (3.123e-3, 1.5e-3, 2e-3, 1e-4)
+    assert as_timed(Measurement(1.0, (1.0,), 1)) == ()  # no meter: nothing to record
+
+    floor = OpSample("gemm", "linear", "floor", nn.Linear(4, 4), (torch.randn(1, 4),),
+                     is_floor=True)
+    big = OpSample("gemm", "linear", "big", nn.Linear(256, 256), (torch.randn(64, 256),))
+    timed = {"floor": (1e-5, 2e-3, 2e-3, 1e-4), "big": (1e-3, 2e-3, 2e-3, 1e-4)}
+    passes = [ClassTimes({"floor": (1e-5, 0.1), "big": (1e-3, 0.1)}, {}, timed)
+              for _ in range(2)]
+    _, raw, _ = class_curves([floor, big], passes, "cpu")
+    assert raw[0]["pass_timed"] == [list(timed["big"])] * 2
+    assert raw[0]["pass_floor_timed"] == [list(timed["floor"])] * 2
+    assert "pass_short_timed" not in raw[0]
+    # a pass without the record (no meter in force): none kept, rather than a partial one
+    _, raw, _ = class_curves([floor, big], [passes[0], ClassTimes(passes[0].hot, {})], "cpu")
+    assert "pass_timed" not in raw[0] and "pass_floor_timed" not in raw[0]
+
+
 @pytest.mark.parametrize("passes", [0, -1, 1.5, True])
 def test_calibrate_rejects_a_bad_number_of_passes(tmp_path: Path, passes: Any) -> None:
     from ftmodel.errors import InvalidArgumentError
