@@ -124,6 +124,11 @@ def measure(out: Path, models: list[str], batches: list[int], device: str, reps:
                 rows: list[dict[str, Any]] = [{"model": name, "batch": b, "op": "__forward__",
                                                "count": 1, "host_us": round(forward_s * 1e6, 3)}]
                 for (op, shapes), (count, func, args, kwargs) in groups.items():
+                    if func._schema.is_mutable and any(  # replays would shift integer indices
+                            isinstance(a, torch.Tensor) and not a.is_floating_point()
+                            for a in args):
+                        print(f"{name} b{b} {op}: not replayed (mutates integer inputs)")
+                        continue
                     try:
                         host, dev = _time_call(func, args, kwargs, device, reps)
                     except Exception as err:  # an op that cannot run twice (consumed state)
