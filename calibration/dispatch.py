@@ -11,7 +11,8 @@ seconds per event. Patterns are generic building blocks, never models from the v
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,10 @@ import torch.nn.functional as F
 from scipy.optimize import nnls
 from torch import nn
 
-__all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs", "REPEAT",
+from ftmodel.hardware.profile import FrameworkHost
+
+__all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs",
+           "fit_host_passes", "REPEAT",
            "INDUCTOR_PATTERNS"]
 
 REPEAT = 40
@@ -177,6 +181,24 @@ def fit_event_costs(event_counts: list[dict[str, int]], times_s: list[float]
     coef, _ = nnls(a * w[:, None], t * w)
     return {k: float(c) for k, c in zip(kinds, coef)}
 
+
+
+def fit_host_passes(programs: Sequence[HostProgram], counts: Sequence[dict[str, int]],
+                    passes: Sequence[Mapping[str, tuple[float, float]]]) -> FrameworkHost:
+    """Eager's host costs from its programs timed once or more (``passes``: per pass, each
+    program's (seconds, spread)): each program's time is the median of its passes' and the costs
+    are fitted to those (:func:`fit_event_costs`). Every pass's time is kept in the program's
+    sample (``pass_time_s``) when there is more than one."""
+    if not passes:
+        raise ValueError("no host passes to fit")
+    times = [statistics.median(t[p.name][0] for t in passes) for p in programs]
+    costs = fit_event_costs(list(counts), times)
+    samples = tuple({"program": p.name, "events": c, "time_s": t,
+                     "spread": statistics.median(x[p.name][1] for x in passes),
+                     **({"pass_time_s": [x[p.name][0] for x in passes]}
+                        if len(passes) > 1 else {})}
+                    for p, c, t in zip(programs, counts, times))
+    return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
 
 # ---- compiled frameworks (onnxruntime, torchscript, inductor) ---------------------------------
 # Graph compilers drop dead code, so every program chains its ops (each step consumes the last

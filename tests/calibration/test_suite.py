@@ -658,3 +658,51 @@ def test_in_model_networks_measured_in_several_passes_keep_each_ones_median(
     assert fitted.in_model["cv_median_ape"] >= 0.0
     once = fit_in_model_stage(prof, bare, nets, passes[:1])
     assert all("pass_time_s" not in s for s in once.samples)
+
+
+def test_host_programs_timed_in_several_passes_keep_each_ones_median() -> None:
+    """Eager's host programs are timed before the sweeps and between their passes; each
+    program's time is the median of its passes' (a pass on a slow host outvoted), the event
+    costs are fitted to those medians, and every pass's time is kept."""
+    from ftmodel.calibration.dispatch import fit_event_costs, fit_host_passes, host_programs
+
+    programs = host_programs()[:6]
+    counts = [{"module_call": 1, "kernel:elementwise": 10 * (i + 1)} for i in range(6)]
+    base = {p.name: (1e-6 + 1e-6 * 10 * (i + 1), 0.1) for i, p in enumerate(programs)}
+    slow = {k: (t * 3.0, s) for k, (t, s) in base.items()}
+    fitted = fit_host_passes(programs, counts, [base, slow, base])
+    rows = {s["program"]: s for s in fitted.samples}
+    for p in programs:
+        assert rows[p.name]["pass_time_s"] == [base[p.name][0], slow[p.name][0],
+                                               base[p.name][0]]
+        assert rows[p.name]["time_s"] == pytest.approx(base[p.name][0])
+    assert fitted.per_event_s == pytest.approx(
+        fit_event_costs(counts, [base[p.name][0] for p in programs]))
+    assert fitted.per_event_s["kernel:elementwise"] == pytest.approx(1e-6, rel=1e-3)
+    once = fit_host_passes(programs, counts, [slow])
+    assert all("pass_time_s" not in s for s in once.samples)
+    assert once.per_event_s["kernel:elementwise"] == pytest.approx(3e-6, rel=1e-3)
+    with pytest.raises(ValueError, match="no host passes"):
+        fit_host_passes(programs, counts, [])
+
+
+def test_calibration_times_its_host_programs_once_per_pass(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A calibration of several passes times the host programs before the sweeps and between
+    every two passes: as many times as it has passes."""
+    calls: list[int] = []
+    real = suite._host_pass
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(suite, "_host_pass", counting)
+    monkeypatch.setattr(suite, "OP_SWEEP_CLASSES", ("gemm", "elementwise"))
+    monkeypatch.setattr(suite, "plane_samples", lambda quick: [])
+    prof = suite.calibrate("cpu", ("eager",), tmp_path / "p.json", quick=True, progress=False,
+                           threads=1, passes=2, cold=False)
+    assert len(calls) == 2
+    samples = [s for s in prof.host.frameworks["eager"].samples if "program" in s]
+    assert samples and all(len(s["pass_time_s"]) == 2 for s in samples)
