@@ -182,7 +182,6 @@ def fit_event_costs(event_counts: list[dict[str, int]], times_s: list[float]
     return {k: float(c) for k, c in zip(kinds, coef)}
 
 
-
 def fit_host_passes(programs: Sequence[HostProgram], counts: Sequence[dict[str, int]],
                     passes: Sequence[Mapping[str, tuple[float, float]]]) -> FrameworkHost:
     """Eager's host costs from its programs timed once or more (``passes``: per pass, each
@@ -199,6 +198,7 @@ def fit_host_passes(programs: Sequence[HostProgram], counts: Sequence[dict[str, 
                         if len(passes) > 1 else {})}
                     for p, c, t in zip(programs, counts, times))
     return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+
 
 # ---- compiled frameworks (onnxruntime, torchscript, inductor) ---------------------------------
 # Graph compilers drop dead code, so every program chains its ops (each step consumes the last

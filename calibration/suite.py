@@ -228,7 +228,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         sweeps = op_samples(quick, CPU_GRID)
     planes = plane_samples(quick) if device == "cpu" and base is None else []
     extra = [f for f in fws if f != "eager"]
-    total = (0 if base else passes * len(programs) + passes * sum(len(v) for v in sweeps.values()) + 2
+    total = (0 if base else passes * (len(programs) + sum(len(v) for v in sweeps.values())) + 2
              + len(planes)) \
         + 2 * len(extra) + framework_curve_steps(extra, device) \
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
