@@ -4,7 +4,9 @@ Chained tiny-op programs (:func:`ftmodel.calibration.dispatch.compiled_host_prog
 through the framework's own runner, their events counted by its own ``lower_model`` (exactly
 what a prediction counts), and seconds per event plus a constant per-call cost are fitted by
 NNLS in relative error (:func:`ftmodel.calibration.dispatch.fit_event_costs`). Build/compile time is
-recorded per program.
+recorded per program. A calibration builds the programs once and times them in several passes
+spread over the framework's stage (before and after its own curves and cache probe); each
+program keeps its median (:func:`fit_framework_passes`), as eager's host programs do.
 
 inductor on a GPU launches every generated kernel, whatever it computes, through the same
 wrapper line and ``CachingAutotuner.run``: its Triton classes
@@ -17,8 +19,10 @@ at 33 µs, and predicted ResNet-34 and RegNetX at half their time.
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ftmodel.calibration.dispatch import INDUCTOR_PATTERNS, compiled_host_programs, fit_event_costs
@@ -29,7 +33,8 @@ from ftmodel.hardware.profile import FrameworkHost
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["PER_CALL", "TRITON", "compile_limits", "fit_framework_costs", "framework_host_stage"]
+__all__ = ["PER_CALL", "TRITON", "FrameworkPrograms", "build_framework_programs", "compile_limits",
+           "fit_framework_costs", "fit_framework_passes", "time_framework_programs"]
 
 PER_CALL = "__per_call__"  # the constant column of the per-framework host fit
 TRITON = "kernel:triton"  # the shared column of inductor's Triton classes on a GPU
@@ -57,9 +62,22 @@ def fit_framework_costs(framework: str, device_type: str, event_counts: list[dic
     return fit, per_call
 
 
-def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
-                           round_s: float) -> FrameworkHost:
-    """Host costs of a compiled framework: its runner times, its lowering counts, NNLS fit."""
+@dataclass(frozen=True)
+class FrameworkPrograms:
+    """A compiled framework's host programs, built once and timed in one or more passes:
+    ``run`` (program name → its runner), ``events`` (the host events its own lowering counts)
+    and ``build_s`` (seconds to export or compile it)."""
+
+    framework: str
+    device_type: str
+    run: dict[str, Callable[[], object]]
+    events: dict[str, dict[str, int]]
+    build_s: dict[str, float]
+
+
+def build_framework_programs(framework: str, device: str, quick: bool) -> FrameworkPrograms:
+    """Build ``framework``'s host programs through its own runner and count their events with
+    its own lowering; a program the framework cannot run is left out."""
     fw = get_framework(framework)
     assert fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
@@ -67,8 +85,8 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
     programs = compiled_host_programs(
         (3, 12) if quick else (4, 16), full=not quick,
         only=INDUCTOR_PATTERNS if framework == "inductor" else None)
-    fns: dict[str, Callable[[], object]] = {}
-    counts: dict[str, dict[str, int]] = {}
+    run: dict[str, Callable[[], object]] = {}
+    events: dict[str, dict[str, int]] = {}
     build_s: dict[str, float] = {}
     for p in programs:
         b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
@@ -76,18 +94,39 @@ def framework_host_stage(framework: str, device: str, quick: bool, rounds: int,
         try:
             prog = fw.program(p.module, p.inputs, b, trace(p.module, p.inputs),
                               device=dev_type, dtype="fp32")
-            fns[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
+            run[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
         except FrameworkUnsupported:
             continue
         build_s[p.name] = time.perf_counter() - t0
-        counts[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
-    measured = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                                   settle_s=fw.settle_s, host_share={n: 1.0 for n in fns})
-    names = list(fns)
-    times = [measured[n].time_s for n in names]
-    fit, per_call = fit_framework_costs(framework, dev_type, [counts[n] for n in names], times)
-    samples = tuple({"program": n, "events": counts[n], "time_s": t,
-                     "spread": measured[n].spread, "build_s": round(build_s[n], 3)}
+        events[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}
+    return FrameworkPrograms(framework, dev_type, run, events, build_s)
+
+
+def time_framework_programs(programs: FrameworkPrograms, device: str, rounds: int,
+                            round_s: float) -> dict[str, tuple[float, float]]:
+    """One timing of every program, interleaved: (seconds at the nominal host speed, spread)."""
+    measured = measure_interleaved(programs.run, device=device, rounds=rounds, round_s=round_s,
+                                   settle_s=get_framework(programs.framework).settle_s,
+                                   host_share={n: 1.0 for n in programs.run})
+    return {n: (m.time_s, m.spread) for n, m in measured.items()}
+
+
+def fit_framework_passes(programs: FrameworkPrograms,
+                         passes: Sequence[Mapping[str, tuple[float, float]]]) -> FrameworkHost:
+    """The framework's host costs from its programs timed once or more (``passes``): each
+    program's time is the median of its passes', the costs are fitted to those medians
+    (:func:`fit_framework_costs`), and every pass's time is kept in the program's sample
+    (``pass_time_s``) when there is more than one."""
+    if not passes:
+        raise ValueError("no host passes to fit")
+    names = list(programs.run)
+    times = [statistics.median(p[n][0] for p in passes) for n in names]
+    fit, per_call = fit_framework_costs(programs.framework, programs.device_type,
+                                        [programs.events[n] for n in names], times)
+    samples = tuple({"program": n, "events": programs.events[n], "time_s": t,
+                     "spread": statistics.median(p[n][1] for p in passes),
+                     "build_s": round(programs.build_s[n], 3),
+                     **({"pass_time_s": [p[n][0] for p in passes]} if len(passes) > 1 else {})}
                     for n, t in zip(names, times))
     return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
 

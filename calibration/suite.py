@@ -28,7 +28,9 @@
 4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
    programs (``ftmodel.calibration.dispatch.compiled_host_programs``; :mod:`ftmodel.calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
-   ``lower_model`` (exactly what a prediction counts), and a NNLS fit in relative error of
+   ``lower_model`` (exactly what a prediction counts), timed ``passes`` times (once after the
+   build, again after the framework's own curves and after its cache probe, the rest before
+   its in-model stage), each program keeping its median, and a NNLS fit in relative error of
    seconds per event plus a constant ``per_call_s``; then the same in-model stage through that
    framework. Device curves are the eager sweeps' (the profile's device half is shared: a fused
    kernel costs its bytes on the same per-op curves) and, for ONNX Runtime and inductor, their
@@ -82,7 +84,8 @@ from torch import nn
 from ftmodel.calibration.allocator import median_probe, page_fault_probe_stale, probe_page_fault_s
 from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.dispatch import HostProgram, fit_host_passes, host_programs
-from ftmodel.calibration.framework_host import compile_limits, framework_host_stage
+from ftmodel.calibration.framework_host import (build_framework_programs, compile_limits,
+                                                fit_framework_passes, time_framework_programs)
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_networks,
                                               in_model_stage, measure_in_model)
@@ -99,7 +102,7 @@ from ftmodel.errors import BackendUnavailable, InvalidArgumentError
 from ftmodel.estimate.timeline import host_costs_s
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
-from ftmodel.hardware.profile import (DeviceProfile, HardwareProfile, HostProfile,
+from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
                                       OpClassData, write_profile)
 from ftmodel.hardware.registry import default_profile_path
 from ftmodel.measure import (allocator_setting, cache_flusher, cpu_identity, cpu_name, keep_heap,
@@ -230,7 +233,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else passes * (len(programs) + sum(len(v) for v in sweeps.values())) + 2
              + len(planes)) \
-        + 2 * len(extra) + framework_curve_steps(extra, device) \
+        + (passes + 1) * len(extra) + framework_curve_steps(extra, device) \
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
         + (device == "cpu" and (base is None
                                 or page_fault_probe_stale(base.host, base.provenance)))
@@ -361,9 +364,18 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             for fw_name in extra:
                 t0 = time.time()
                 with compile_limits(fw_name):
-                    ffh = framework_host_stage(fw_name, device, quick, rounds, round_s)
+                    built = build_framework_programs(fw_name, device, quick)
+                    fw_passes: list[dict[str, tuple[float, float]]] = []
+
+                    def fw_host_pass(fw_name: str = fw_name) -> FrameworkHost:
+                        """Time the framework's programs once more; the fit of all passes."""
+                        fw_passes.append(time_framework_programs(built, device, rounds,
+                                                                 round_s))
+                        bar.step(f"{fw_name} host programs", 1)
+                        return fit_framework_passes(built, fw_passes)
+
+                    ffh = fw_host_pass()  # then again after each stage, `passes` in all
                     host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
-                    bar.step(f"{fw_name} host programs", 1)
                     write_profile(snapshot(False), path)
                     if fw_name in FRAMEWORK_SWEEPS and device == "cpu":
                         curves, curve_raw = framework_curves(
@@ -373,12 +385,19 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                         raw.update(curve_raw)
                         write_profile(snapshot(False), path)
                         probe(f"{fw_name} curves")
+                        if len(fw_passes) < passes:
+                            ffh = fw_host_pass()
                     if fw_name in RUNTIME_CHAINS and device == "cpu" and cold:
                         if cache.get("stream_share"):  # a shared cache model to start from
                             cache.update(runtime_cache_stage(fw_name, llc_bytes, quick, rounds,
                                                              cache, provenance))
                         bar.step(f"{fw_name} cache probe", 1)
                         write_profile(snapshot(False), path)
+                        if len(fw_passes) < passes:
+                            ffh = fw_host_pass()
+                    while len(fw_passes) < passes:
+                        ffh = fw_host_pass()
+                    host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                     ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
                     probe(f"{fw_name} in-model")
                 host = replace(host, frameworks={**host.frameworks, fw_name: ffh})

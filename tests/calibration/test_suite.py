@@ -374,13 +374,25 @@ def ts_program_kernels() -> tuple[Any, ...]:
     return ts.lower_model(Net().eval(), x, 1).kernels
 
 
-def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_path: Path
-                                                     ) -> None:
+def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "updated.json"
     path.write_bytes(quick_profile.read_bytes())
     before = read_profile(path)
+    host_passes: list[int] = []
+    timed = suite.time_framework_programs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        host_passes.append(1)
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(suite, "time_framework_programs", counting)
     after = suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
-                            threads=1, update=True)
+                            threads=1, update=True, passes=2)
+    # the framework's host programs are timed once per pass, each keeping every pass's time
+    assert len(host_passes) == 2
+    programs = [s for s in after.host.frameworks["torchscript"].samples if "program" in s]
+    assert programs and all(len(s["pass_time_s"]) == 2 for s in programs)
     assert read_profile(path) == after
     assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
     # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
@@ -684,6 +696,35 @@ def test_host_programs_timed_in_several_passes_keep_each_ones_median() -> None:
     assert once.per_event_s["kernel:elementwise"] == pytest.approx(3e-6, rel=1e-3)
     with pytest.raises(ValueError, match="no host passes"):
         fit_host_passes(programs, counts, [])
+
+
+def test_compiled_framework_programs_timed_in_several_passes_keep_each_ones_median() -> None:
+    """A compiled framework's host programs, timed in several passes, keep each program's median
+    time (a pass on a slow host outvoted) and fit the per-event and per-call costs to those."""
+    from ftmodel.calibration.framework_host import (FrameworkPrograms, fit_framework_costs,
+                                                    fit_framework_passes)
+
+    names = [f"chain{n}" for n in (2, 4, 8, 16)]
+    events = {n: {"kernel:elementwise": int(n[5:])} for n in names}
+    built = FrameworkPrograms("torchscript", "cpu", {n: lambda: None for n in names}, events,
+                              {n: 0.5 for n in names})
+    base = {n: (20e-6 + 2e-6 * int(n[5:]), 0.05) for n in names}
+    slow = {n: (t * 2.5, s) for n, (t, s) in base.items()}
+    fitted = fit_framework_passes(built, [slow, base, base])
+    assert fitted.per_event_s["kernel:elementwise"] == pytest.approx(2e-6, rel=1e-3)
+    assert fitted.per_call_s == pytest.approx(20e-6, rel=1e-3)
+    per_event, per_call = fit_framework_costs(
+        "torchscript", "cpu", [events[n] for n in names], [base[n][0] for n in names])
+    assert fitted.per_event_s == pytest.approx(per_event)
+    assert fitted.per_call_s == pytest.approx(per_call)
+    rows = {s["program"]: s for s in fitted.samples}
+    assert all(rows[n]["pass_time_s"] == [slow[n][0], base[n][0], base[n][0]] for n in names)
+    assert all(rows[n]["build_s"] == 0.5 for n in names)
+    once = fit_framework_passes(built, [slow])
+    assert all("pass_time_s" not in s for s in once.samples)
+    assert once.per_call_s == pytest.approx(50e-6, rel=1e-3)
+    with pytest.raises(ValueError, match="no host passes"):
+        fit_framework_passes(built, [])
 
 
 def test_calibration_times_its_host_programs_once_per_pass(tmp_path: Path,
