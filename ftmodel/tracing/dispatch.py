@@ -2,7 +2,8 @@
 
 ``trace(model, inputs, batch)`` replaces every parameter, buffer and input by a FakeTensor of the
 same shape, dtype and device (no storage, no compute), calls the model through
-``torch.func.functional_call`` (the model object is not modified, and a model built on the meta
+``torch.func.functional_call`` (the model object is not modified: attributes a forward sets or
+caches on its modules during the trace are put back afterwards, and a model built on the meta
 device works with ordinary CPU inputs), and records one :class:`OpRecord` per aten op.
 Module paths come from global forward hooks active only while tracing. No TorchFunctionMode is
 used: it would make ``has_torch_function`` true and switch off eager fast paths (e.g.
@@ -72,6 +73,39 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
     finally:
         for m, flag in zip(model.modules(), was_training):
             m.training = flag
+
+
+@contextlib.contextmanager
+def _attributes_kept(model: nn.Module) -> Iterator[None]:
+    """Every module of ``model`` leaves the trace with the attributes it entered it with.
+
+    A forward may cache what it computes on its module: timm's LeViT keeps its attention biases
+    in a dict attribute (``attention_bias_cache``), rotary embeddings keep cos/sin tables. Made
+    during a trace, such a cache holds a FakeTensor, and the model's next real call computed on
+    fake tensors (a LeViT-128S returned a FakeTensor, 40x slower). Each module's attributes are
+    put back as they were (added ones removed), and the contents of those that are dicts, lists
+    or sets, one level deep; what a forward mutates deeper inside other objects is not undone.
+    """
+    saved = []
+    for m in model.modules():
+        attrs = dict(m.__dict__)
+        contents = {k: (v.copy() if isinstance(v, (dict, set)) else list(v))
+                    for k, v in attrs.items() if isinstance(v, (dict, list, set))}
+        saved.append((m, attrs, contents))
+    try:
+        yield
+    finally:
+        for m, attrs, contents in saved:
+            for k in [k for k in m.__dict__ if k not in attrs]:
+                del m.__dict__[k]
+            m.__dict__.update(attrs)
+            for k, kept in contents.items():
+                v = attrs[k]
+                if isinstance(v, list):
+                    v[:] = kept
+                else:
+                    v.clear()
+                    v.update(kept)
 
 
 # Python frames of these files are framework code (priced per module call and per op), not the
@@ -245,7 +279,7 @@ def trace(model: nn.Module, inputs: InputSpec = None, batch: int | None = None,
         check_batch(batch)
     warnings: list[str] = []
     fake = True
-    with torch.no_grad(), _eval_mode(model):
+    with torch.no_grad(), _eval_mode(model), _attributes_kept(model):
         try:
             rec, used_batch = _trace_fake(model, inputs, batch, dtype)
         except FtmodelError:

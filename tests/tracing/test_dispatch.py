@@ -98,6 +98,43 @@ def _checksum(model: nn.Module) -> float:
     return float(sum(t.double().sum() for t in model.state_dict().values()))
 
 
+class _Caching(nn.Module):
+    """Caches what its forward computes on itself, as timm's LeViT caches its attention biases
+    (a dict attribute) and rotary embeddings their tables (a tensor attribute)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.cache: dict[str, torch.Tensor] = {}
+        self.calls: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "w2" not in self.cache:
+            self.cache["w2"] = self.lin.weight * 2
+        self.table = self.cache["w2"] + 1
+        self.calls.append(1)
+        return x @ self.cache["w2"] + self.table.sum()
+
+
+def test_trace_puts_back_what_a_forward_caches_on_its_modules() -> None:
+    """A cache made during a trace would hold a FakeTensor, and the model's next real call
+    would compute on fake tensors; an LSTM's flat weight list likewise held the fakes that
+    functional_call swapped in."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    cached, rnn = _Caching(), nn.LSTM(8, 8, batch_first=True)
+    trace(cached, torch.randn(2, 8), batch=4)
+    trace(rnn, torch.randn(2, 5, 8), batch=4)
+    assert cached.cache == {} and cached.calls == [] and not hasattr(cached, "table")
+    assert not any(isinstance(w, FakeTensor) for w in rnn._flat_weights)
+    y, _ = rnn(torch.randn(2, 5, 8))
+    assert type(cached(torch.randn(2, 8))) is torch.Tensor and type(y) is torch.Tensor
+    # a cache the model made before the trace is kept, the same object with the same contents
+    kept = cached.cache["w2"]
+    trace(cached, torch.randn(2, 8), batch=4)
+    assert cached.cache["w2"] is kept and len(cached.calls) == 1 and cached.table is not None
+
+
 def test_fake_trace_leaves_real_model_untouched() -> None:
     torch.manual_seed(0)
     model = Net().train()
