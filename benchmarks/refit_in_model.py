@@ -1,0 +1,64 @@
+"""Re-fit a calibrated CPU profile's eager in-model terms from its own synthetic-network samples.
+
+    python benchmarks/refit_in_model.py P.json --forms device --out P-device.json
+    python benchmarks/refit_in_model.py P.json --forms host --out P-host.json
+
+Each network sample of the profile's eager host part (``network``, ``host_s``, ``device_s``,
+``bytes``, ``n_kernels``, ``time_s``; as the calibration recorded them, at the profile's speed)
+is fitted again by :func:`ftmodel.calibration.networks.fit_in_model` with leave-one-network-out
+choice among the candidate forms: ``device`` tries the forms that keep the host time as the
+host programs price it (``DEVICE_SCALED_FORMS``), ``host`` those and the ones that also scale
+it (``HOST_SCALED_FORMS``). Prints the score of every form and writes the profile with the
+chosen terms, so that ``benchmarks/repredict.py`` can price measured points with either.
+Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
+                                          IN_MODEL_FORMS, fit_in_model)
+from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("profile")
+    ap.add_argument("--forms", choices=("device", "host"), required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    prof = read_profile(args.profile)
+    fh = prof.host.frameworks["eager"]
+    rows = [s for s in fh.samples if "network" in s]
+    if not rows:
+        raise SystemExit(f"{args.profile} has no in-model network samples to fit")
+    cols = [[float(s[k]) for s in rows] for k in ("host_s", "device_s", "bytes", "time_s")]
+    groups = [str(s["network"]).split("@")[0] for s in rows]
+    forms = DEVICE_SCALED_FORMS + (HOST_SCALED_FORMS if args.forms == "host" else ())
+    t = np.array(cols[3])
+    for form in forms:  # each form against no correction, for the record
+        only = fit_in_model(cols[0], cols[1], cols[2], [int(s["n_kernels"]) for s in rows],
+                            cols[3], groups=groups, forms=(form,))
+        terms = ", ".join(f"{k} {only[k]:.3g}" for k in IN_MODEL_FORMS[form])
+        print(f"  {form:<7} leave-one-network-out median APE {only['cv_median_ape']:.3f} "
+              f"[{terms}]")
+    im = fit_in_model(cols[0], cols[1], cols[2], [int(s["n_kernels"]) for s in rows], cols[3],
+                      groups=groups, forms=forms)
+    print(f"chosen: {im} over {len(t)} samples")
+    eager = replace(fh, in_model=im)
+    out = replace(prof, host=replace(prof.host,
+                                     frameworks={**prof.host.frameworks, "eager": eager}))
+    write_profile(out, Path(args.out))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
