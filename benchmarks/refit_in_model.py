@@ -20,8 +20,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
@@ -40,19 +38,19 @@ def main() -> None:
     rows = [s for s in fh.samples if "network" in s]
     if not rows:
         raise SystemExit(f"{args.profile} has no in-model network samples to fit")
-    cols = [[float(s[k]) for s in rows] for k in ("host_s", "device_s", "bytes", "time_s")]
+    host, device, moved, measured = ([float(s[k]) for s in rows]
+                                     for k in ("host_s", "device_s", "bytes", "time_s"))
+    kernels = [int(s["n_kernels"]) for s in rows]
     groups = [str(s["network"]).split("@")[0] for s in rows]
     forms = DEVICE_SCALED_FORMS + (HOST_SCALED_FORMS if args.forms == "host" else ())
-    t = np.array(cols[3])
     for form in forms:  # each form against no correction, for the record
-        only = fit_in_model(cols[0], cols[1], cols[2], [int(s["n_kernels"]) for s in rows],
-                            cols[3], groups=groups, forms=(form,))
+        only = fit_in_model(host, device, moved, kernels, measured, groups=groups,
+                            forms=(form,))
         terms = ", ".join(f"{k} {only[k]:.3g}" for k in IN_MODEL_FORMS[form])
         print(f"  {form:<7} leave-one-network-out median APE {only['cv_median_ape']:.3f} "
               f"[{terms}]")
-    im = fit_in_model(cols[0], cols[1], cols[2], [int(s["n_kernels"]) for s in rows], cols[3],
-                      groups=groups, forms=forms)
-    print(f"chosen: {im} over {len(t)} samples")
+    im = fit_in_model(host, device, moved, kernels, measured, groups=groups, forms=forms)
+    print(f"chosen: {im} over {len(rows)} samples")
     eager = replace(fh, in_model=im)
     out = replace(prof, host=replace(prof.host,
                                      frameworks={**prof.host.frameworks, "eager": eager}))

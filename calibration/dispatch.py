@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from torch import nn
 from ftmodel.hardware.profile import FrameworkHost
 
 __all__ = ["HostProgram", "host_programs", "compiled_host_programs", "fit_event_costs",
-           "fit_host_passes", "REPEAT",
+           "fit_host_passes", "pass_medians", "REPEAT",
            "INDUCTOR_PATTERNS"]
 
 REPEAT = 40
@@ -188,16 +189,22 @@ def fit_host_passes(programs: Sequence[HostProgram], counts: Sequence[dict[str, 
     program's (seconds, spread)): each program's time is the median of its passes' and the costs
     are fitted to those (:func:`fit_event_costs`). Every pass's time is kept in the program's
     sample (``pass_time_s``) when there is more than one."""
+    rows = [pass_medians(p.name, passes) for p in programs]
+    costs = fit_event_costs(list(counts), [r["time_s"] for r in rows])
+    samples = tuple({"program": p.name, "events": c, **r}
+                    for p, c, r in zip(programs, counts, rows))
+    return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+
+
+def pass_medians(name: str, passes: Sequence[Mapping[str, tuple[float, float]]]
+                 ) -> dict[str, Any]:
+    """A host program's sample from its passes (each: name → (seconds, spread)): the median
+    time and spread, and every pass's time (``pass_time_s``) when there is more than one."""
     if not passes:
         raise ValueError("no host passes to fit")
-    times = [statistics.median(t[p.name][0] for t in passes) for p in programs]
-    costs = fit_event_costs(list(counts), times)
-    samples = tuple({"program": p.name, "events": c, "time_s": t,
-                     "spread": statistics.median(x[p.name][1] for x in passes),
-                     **({"pass_time_s": [x[p.name][0] for x in passes]}
-                        if len(passes) > 1 else {})}
-                    for p, c, t in zip(programs, counts, times))
-    return FrameworkHost(per_event_s=costs, per_call_s=0.0, samples=samples)
+    return {"time_s": statistics.median(x[name][0] for x in passes),
+            "spread": statistics.median(x[name][1] for x in passes),
+            **({"pass_time_s": [x[name][0] for x in passes]} if len(passes) > 1 else {})}
 
 
 # ---- compiled frameworks (onnxruntime, torchscript, inductor) ---------------------------------

@@ -19,13 +19,13 @@ at 33 µs, and predicted ResNet-34 and RegNetX at half their time.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ftmodel.calibration.dispatch import INDUCTOR_PATTERNS, compiled_host_programs, fit_event_costs
+from ftmodel.calibration.dispatch import (INDUCTOR_PATTERNS, compiled_host_programs,
+                                         fit_event_costs, pass_medians)
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.host_priors import TRITON_CLASSES
@@ -117,17 +117,12 @@ def fit_framework_passes(programs: FrameworkPrograms,
     program's time is the median of its passes', the costs are fitted to those medians
     (:func:`fit_framework_costs`), and every pass's time is kept in the program's sample
     (``pass_time_s``) when there is more than one."""
-    if not passes:
-        raise ValueError("no host passes to fit")
-    names = list(programs.run)
-    times = [statistics.median(p[n][0] for p in passes) for n in names]
+    rows = {n: pass_medians(n, passes) for n in programs.run}
     fit, per_call = fit_framework_costs(programs.framework, programs.device_type,
-                                        [programs.events[n] for n in names], times)
-    samples = tuple({"program": n, "events": programs.events[n], "time_s": t,
-                     "spread": statistics.median(p[n][1] for p in passes),
-                     "build_s": round(programs.build_s[n], 3),
-                     **({"pass_time_s": [p[n][0] for p in passes]} if len(passes) > 1 else {})}
-                    for n, t in zip(names, times))
+                                        [programs.events[n] for n in rows],
+                                        [r["time_s"] for r in rows.values()])
+    samples = tuple({"program": n, "events": programs.events[n], **r,
+                     "build_s": round(programs.build_s[n], 3)} for n, r in rows.items())
     return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
 
 

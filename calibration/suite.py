@@ -92,6 +92,7 @@ from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_netwo
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
+from ftmodel.calibration.progress import CalibrationProgress
 from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
                                              grouped_curves, measure_class, measure_group)
 from ftmodel.hardware.rescale import at_speed
@@ -121,28 +122,6 @@ def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]
     return {k: int(v) for k, v in prog.host_events.items() if v}
 
 
-class _Progress:
-    """A rich progress bar when asked for, else nothing."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.bar: Any = None
-        if enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn)
-            self.bar = Progress(TextColumn("[bold]calibrate[/] {task.description:<34}"),
-                                BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            self.bar.start()
-            self.task = self.bar.add_task("", total=total)
-
-    def step(self, desc: str, n: int = 1) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=n, description=desc)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def _host_pass(programs: list[HostProgram], device: str, rounds: int, round_s: float
                ) -> dict[str, tuple[float, float]]:
     """One timing of every host program: (seconds at the nominal host speed, spread)."""
@@ -151,7 +130,7 @@ def _host_pass(programs: list[HostProgram], device: str, rounds: int, round_s: f
 
 
 def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
-                      bar: _Progress) -> HostProfile:
+                      bar: CalibrationProgress) -> HostProfile:
     """``host`` with this machine's price of a freshly mapped page (ftmodel.calibration.allocator)."""
     provenance["page_fault_probe"] = probe_page_fault_s(rounds)
     bar.step("page-fault probe", 1)
@@ -237,7 +216,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
         + (device == "cpu" and (base is None
                                 or page_fault_probe_stale(base.host, base.provenance)))
-    bar = _Progress(progress, total)
+    bar = CalibrationProgress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
     provenance: dict[str, Any] = {
@@ -368,14 +347,17 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                     fw_passes: list[dict[str, tuple[float, float]]] = []
 
                     def fw_host_pass(fw_name: str = fw_name) -> FrameworkHost:
-                        """Time the framework's programs once more; the fit of all passes."""
+                        """Time the framework's programs once more; the fit of all passes,
+                        put in the host profile."""
+                        nonlocal host
                         fw_passes.append(time_framework_programs(built, device, rounds,
                                                                  round_s))
                         bar.step(f"{fw_name} host programs", 1)
-                        return fit_framework_passes(built, fw_passes)
+                        fitted = fit_framework_passes(built, fw_passes)
+                        host = replace(host, frameworks={**host.frameworks, fw_name: fitted})
+                        return fitted
 
                     ffh = fw_host_pass()  # then again after each stage, `passes` in all
-                    host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                     write_profile(snapshot(False), path)
                     if fw_name in FRAMEWORK_SWEEPS and device == "cpu":
                         curves, curve_raw = framework_curves(
@@ -397,7 +379,6 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                             ffh = fw_host_pass()
                     while len(fw_passes) < passes:
                         ffh = fw_host_pass()
-                    host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                     ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
                     probe(f"{fw_name} in-model")
                 host = replace(host, frameworks={**host.frameworks, fw_name: ffh})

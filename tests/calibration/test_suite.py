@@ -33,6 +33,19 @@ try:
 except ImportError:
     HAS_ORT = False
 
+def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Wrap ``suite.<name>`` so that each call appends to the returned list, then runs it."""
+    calls: list[int] = []
+    real = getattr(suite, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(suite, name, counting)
+    return calls
+
+
 @pytest.fixture(scope="module")
 def quick_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cal") / "quick.json"
@@ -379,14 +392,7 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     path = tmp_path / "updated.json"
     path.write_bytes(quick_profile.read_bytes())
     before = read_profile(path)
-    host_passes: list[int] = []
-    timed = suite.time_framework_programs
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        host_passes.append(1)
-        return timed(*args, **kwargs)
-
-    monkeypatch.setattr(suite, "time_framework_programs", counting)
+    host_passes = _count_calls(monkeypatch, "time_framework_programs")
     after = suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
                             threads=1, update=True, passes=2)
     # the framework's host programs are timed once per pass, each keeping every pass's time
@@ -732,14 +738,7 @@ def test_calibration_times_its_host_programs_once_per_pass(tmp_path: Path,
                                                            ) -> None:
     """A calibration of several passes times the host programs before the sweeps and between
     every two passes: as many times as it has passes."""
-    calls: list[int] = []
-    real = suite._host_pass
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(suite, "_host_pass", counting)
+    calls = _count_calls(monkeypatch, "_host_pass")
     monkeypatch.setattr(suite, "OP_SWEEP_CLASSES", ("gemm", "elementwise"))
     monkeypatch.setattr(suite, "plane_samples", lambda quick: [])
     prof = suite.calibrate("cpu", ("eager",), tmp_path / "p.json", quick=True, progress=False,
