@@ -3,7 +3,7 @@
 In a plain process glibc's malloc hands large freed blocks back to the operating system and maps
 them again on the next allocation (:mod:`ftmodel.estimate.allocator` says when). The kernel that
 first writes such a block page-faults every page of it in; the free unmaps it. This probe times
-exactly that life cycle on this machine, with torch's own kernels and thread count: an
+exactly that life cycle on this machine, with torch's own kernel: an
 elementwise op writing into a buffer that is ``mmap``'ed just before and unmapped just after,
 against the same op writing into a buffer that stays mapped. The difference per page, fitted by
 least squares over several sizes, is ``HostProfile.page_fault_s``.
@@ -14,6 +14,15 @@ and anonymous, as malloc's are: Python's ``mmap.mmap(-1, n)`` defaults to ``MAP_
 pages are shared memory (tmpfs) and cost about twice as much to fault in (AMD EPYC, 2 threads:
 1.6-1.7 µs per page shared, 0.85 µs private, 0.84 µs for a 32 MiB tensor that glibc's malloc
 maps afresh every call).
+
+The op runs on one thread. Inside a model a fault is not shared out between threads as the
+probe's two halves of one buffer are: on the 2-vCPU AMD EPYC Zen 4 guest, the extra time per
+extra fault of a plain process over one that keeps its heap was 1.77-1.94 µs for five corpus
+models at batch 16 run on two threads, against 0.96-1.67 µs from the probe on two threads and
+1.57-2.12 µs on one, taken around them (``benchmarks/results/cpu-epyc/README.md``, "What a
+page fault costs inside a model"); on the Zen 4 and Zen 5 guests the two-thread probe had priced
+such faults at about 1/1.4 of what they cost, and the one-thread probe prices about 1.4x the
+two-thread one.
 
 The price is not steady on every machine: on the 2-vCPU AMD EPYC VM one calibration's probe
 found 5.9 µs per page (for the whole two seconds it ran) where the probes before and after it
@@ -34,12 +43,13 @@ import torch
 from ftmodel.hardware.profile import HostProfile
 from ftmodel.measure import measure_interleaved
 
-__all__ = ["MAPPING", "PAGE_BYTES", "fresh_mapping", "median_probe", "page_fault_probe_stale",
+__all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe", "page_fault_probe_stale",
            "probe_page_fault_s"]
 
 PAGE_BYTES = 4096
 SIZES_MIB = (2, 8, 32)
 MAPPING = "private-anonymous"  # recorded with the probe: how its fresh pages were mapped
+PROBE_THREADS = 1  # recorded with the probe: the threads its op ran on
 
 
 def fresh_mapping(nbytes: int) -> mmap.mmap:
@@ -68,14 +78,20 @@ def _kept(src: torch.Tensor) -> Callable[[], object]:
 
 
 def probe_page_fault_s(rounds: int = 5, round_s: float = 0.05) -> dict[str, Any]:
-    """Seconds per freshly mapped 4 KiB page (fit) and the raw samples it was fitted from."""
+    """Seconds per freshly mapped 4 KiB page (fit) and the raw samples it was fitted from, the
+    op on :data:`PROBE_THREADS` thread(s) (torch's thread count is put back after)."""
     fns: dict[tuple[str, int], Callable[[], object]] = {}
     for mib in SIZES_MIB:
         src = torch.ones(mib * (1 << 20) // 4)
         fns[("fresh", mib)] = _fresh(src)
         fns[("kept", mib)] = _kept(src)
-    res = measure_interleaved(fns, device="cpu", rounds=rounds, round_s=round_s, warmup=2,
-                              max_reps=50)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(PROBE_THREADS)
+    try:
+        res = measure_interleaved(fns, device="cpu", rounds=rounds, round_s=round_s, warmup=2,
+                                  max_reps=50)
+    finally:
+        torch.set_num_threads(threads)
     pages = np.array([mib * (1 << 20) / PAGE_BYTES for mib in SIZES_MIB])
     extra = np.array([res[("fresh", m)].time_s - res[("kept", m)].time_s for m in SIZES_MIB])
     a = np.stack([np.ones_like(pages), pages], axis=1)
@@ -83,6 +99,7 @@ def probe_page_fault_s(rounds: int = 5, round_s: float = 0.05) -> dict[str, Any]
     return {
         "page_fault_s": float(max(slope, 0.0)),
         "mapping": MAPPING,
+        "threads": PROBE_THREADS,
         "samples": [{"mib": m, "pages": int(p), "fresh_s": res[("fresh", m)].time_s,
                      "kept_s": res[("kept", m)].time_s,
                      "spread": max(res[("fresh", m)].spread, res[("kept", m)].spread)}
@@ -106,7 +123,9 @@ def median_probe(probes: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:
     """Whether a CPU profile's page-fault price must be (re-)measured: it has none, or it came
     from a probe that mapped shared memory (profiles before the probe recorded its
-    ``mapping``), which prices a fault about twice what malloc's private pages cost."""
+    ``mapping``), which prices a fault about twice what malloc's private pages cost, or from one
+    whose op ran on the calibration's threads (before it recorded ``threads``), which prices a
+    fault inside a model about 1.4x low."""
     probe = provenance.get("page_fault_probe")
     return (host is None or host.page_fault_s == 0.0 or not isinstance(probe, dict)
-            or probe.get("mapping") != MAPPING)
+            or probe.get("mapping") != MAPPING or probe.get("threads") != PROBE_THREADS)

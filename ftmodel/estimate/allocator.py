@@ -19,7 +19,7 @@ first touch):
 :func:`page_faults` simulates this along a program's allocations (mallopt(3), glibc's
 ``malloc.c``: ``_int_free``, ``systrim``, ``sysmalloc``; defaults of glibc 2.26 onwards). Each
 page is charged ``HostProfile.page_fault_s``, which calibration measures on private anonymous
-pages as malloc maps them (:mod:`ftmodel.calibration.allocator`; 0.81 µs on a 2-vCPU AMD EPYC, where a
+pages as malloc maps them, written by an op on one thread (:mod:`ftmodel.calibration.allocator`; 0.81 µs on a 2-vCPU AMD EPYC, where a
 probe on shared memory had priced 1.67 µs and the corpus's held-out eager median APE in a plain
 process was 14.4% with that price, 10.2% with the right one).
 Predictions use it for a plain process (``heap="plain"``, the default). On the validation

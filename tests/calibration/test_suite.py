@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import ftmodel.calibration.suite as suite
-from ftmodel.calibration.allocator import (MAPPING, fresh_mapping, median_probe,
-                                          page_fault_probe_stale)
+from ftmodel.calibration.allocator import (MAPPING, PROBE_THREADS, fresh_mapping, median_probe,
+                                          page_fault_probe_stale, probe_page_fault_s)
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.calibration.update import kept_for_update
@@ -22,7 +22,7 @@ from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
 import numpy as np
 
-from ftmodel.hardware.profile import OpClassData, read_profile
+from ftmodel.hardware.profile import HostProfile, OpClassData, read_profile
 from ftmodel.measure import cpu_identity, heap_kept
 from ftmodel.tools.zoo import mlp
 
@@ -463,6 +463,23 @@ def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_on
     assert after.host.frameworks == read_profile(quick_profile).host.frameworks
     assert after.provenance["page_fault_probe"]["mapping"] == MAPPING
     assert not page_fault_probe_stale(after.host, after.provenance)
+
+
+def test_page_fault_probe_runs_its_op_on_one_thread_and_puts_the_count_back() -> None:
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        probe = probe_page_fault_s(rounds=1, round_s=0.005)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+    assert probe["threads"] == PROBE_THREADS == 1
+    host = HostProfile("h", "cpu", 2, {}, page_fault_s=probe["page_fault_s"] or 1e-6)
+    assert not page_fault_probe_stale(host, {"page_fault_probe": probe})
+    # a profile whose probe ran on the calibration's threads prices a fault in a model low
+    assert page_fault_probe_stale(host, {"page_fault_probe": {**probe, "threads": 2}})
+    assert page_fault_probe_stale(host, {"page_fault_probe": {
+        k: v for k, v in probe.items() if k != "threads"}})
 
 
 def test_page_fault_price_is_the_median_probe_of_the_calibration() -> None:
