@@ -43,8 +43,8 @@ import torch
 from ftmodel.hardware.profile import HostProfile
 from ftmodel.measure import measure_interleaved
 
-__all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe", "page_fault_probe_stale",
-           "probe_page_fault_s"]
+__all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe",
+           "page_fault_probe_stale", "probe_page_fault_s"]
 
 PAGE_BYTES = 4096
 SIZES_MIB = (2, 8, 32)
