@@ -3,12 +3,15 @@
     python benchmarks/diagnose.py --profile P.json --model gpt2-small4@64 --batch 16
     python benchmarks/diagnose.py --profile P.json --model fastvit_t8@128 --batch 16  # corpus
     python benchmarks/diagnose.py --profile P.json --model synthetic:cnn3 --by-class
+    python benchmarks/diagnose.py --profile P.json --model timm:mobilevit_xs@128 --by-class
 
 Corpus models: diagnose the tuning half only (``ftmodel.tools.corpus.tuning()``); the held-out half is
 measured and reported, never studied.
 
 ``synthetic:<name>`` takes one of the calibration's in-model networks
-(``ftmodel.calibration.networks.synthetic_networks``: cnn0, transformer1, mlp2, ...).
+(``ftmodel.calibration.networks.synthetic_networks``: cnn0, transformer1, mlp2, ...);
+``timm:<arch>@<side>`` a timm image model outside the corpus (random weights, ``side`` px
+images): a sibling of a held-out family, studied in its place.
 
 Prints, per aten operator, the measured self CPU time (summed over calls, median of several
 profiled passes) next to the predicted device time and kernel host cost; with ``--by-class``,
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.estimate.timeline import host_costs_s  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
-from ftmodel.tools.corpus import get_corpus_model, is_held_out  # noqa: E402
+from ftmodel.tools.corpus import get_corpus_model, held_out, is_held_out  # noqa: E402
 from ftmodel.errors import UnknownNameError  # noqa: E402
 from ftmodel.tools.zoo import get_model  # noqa: E402
 
@@ -99,8 +102,21 @@ def main() -> None:
 
 def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
     """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only: a held-out
-    name exits with a message) or one of the calibration's synthetic networks
-    (``synthetic:<name>``)."""
+    name exits with a message), one of the calibration's synthetic networks
+    (``synthetic:<name>``) or a timm image model (``timm:<arch>@<side>``; one that is in the
+    corpus's held-out half under the same architecture exits as its corpus name does)."""
+    if name.startswith("timm:"):
+        import timm
+        from ftmodel.tools.zoo import image_inputs
+
+        arch, _, side = name.split(":", 1)[1].partition("@")
+        held = [m for m in held_out()  # deit_tiny@112 is timm's deit_tiny_patch16_224
+                if arch == m.split("@")[0] or arch.startswith(m.split("@")[0] + "_")]
+        if held:
+            raise SystemExit(f"{name} is {held[0]} of the corpus's held-out half, which is "
+                             "measured and reported, never studied")
+        model: torch.nn.Module = timm.create_model(arch, pretrained=False).eval()
+        return model, image_inputs(int(side or 224))
     if name.startswith("synthetic:"):
         from ftmodel.calibration.networks import synthetic_networks
         nets = {n.name: n for n in synthetic_networks(18)}
