@@ -31,6 +31,7 @@ import datetime
 import random
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -96,8 +97,9 @@ def conv1d_sample(config: tuple[int, ...], tag: str) -> OpSample:
     b, cin, cout, length, k, stride, dilation = config
     pad = (k - 1) * dilation // 2 if stride == 1 else 0
     conv = nn.Conv1d(cin, cout, k, stride, padding=pad, dilation=dilation, bias=False)
-    return OpSample("conv", "conv", f"{tag} b{b} c{cin}->{cout} L{length} k{k} s{stride} d{dilation}",
-                    conv.requires_grad_(False), (torch.randn(b, cin, length),))
+    label = f"{tag} b{b} c{cin}->{cout} L{length} k{k} s{stride} d{dilation}"
+    return OpSample("conv", "conv", label, conv.requires_grad_(False),
+                    (torch.randn(b, cin, length),))
 
 
 def with_conv_curves(profile: HardwareProfile, data: OpClassData, variants: Sequence[str],
@@ -150,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     pricers = [(name, DeviceModel(with_conv_curves(profile, data, variants, idx).device, "fp32"))
                for name, idx in sets.items()]
     pricers.append(("the profile as calibrated", DeviceModel(profile.device, "fp32")))
-    by_variant: dict[str, int] = {}
-    for v in variants[n2:n2 + n1]:
-        by_variant[v] = by_variant.get(v, 0) + 1
+    by_variant = Counter(variants[n2:n2 + n1])
     lines = ["| held-apart convolution | variant | measured ms | "
              + " | ".join(f"{name} ms (ratio)" for name, _ in pricers) + " |",
              "|---|---|---|" + "---|" * len(pricers)]

@@ -19,9 +19,10 @@ first touch):
 :func:`page_faults` simulates this along a program's allocations (mallopt(3), glibc's
 ``malloc.c``: ``_int_free``, ``systrim``, ``sysmalloc``; defaults of glibc 2.26 onwards). Each
 page is charged ``HostProfile.page_fault_s``, which calibration measures on private anonymous
-pages as malloc maps them, written by an op on one thread (:mod:`ftmodel.calibration.allocator`; 0.81 µs on a 2-vCPU AMD EPYC, where a
-probe on shared memory had priced 1.67 µs and the corpus's held-out eager median APE in a plain
-process was 14.4% with that price, 10.2% with the right one).
+pages as malloc maps them, written by an op on one thread
+(:mod:`ftmodel.calibration.allocator`; 0.81 µs on a 2-vCPU AMD EPYC, where a probe on shared
+memory had priced 1.67 µs and the corpus's held-out eager median APE in a plain process was
+14.4% with that price, 10.2% with the right one).
 Predictions use it for a plain process (``heap="plain"``, the default). On the validation
 corpus's tuning half (AMD EPYC, eager, plain process), adding its faults at the calibrated price
 takes the median APE from 24.2% to 18.6% and the P90 from 53.9% to 46.9% (median predicted /
