@@ -57,8 +57,8 @@ import torch
 from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.runtime_timing import ort_node_share, ts_conv_chain
-from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples
-from ftmodel.calibration.sweep_stage import grouped_curves
+from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, transpose_samples
+from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import get_framework
@@ -68,7 +68,7 @@ from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
-           "framework_curve_steps", "variant_curves", "wanted"]
+           "framework_curve_steps", "variant_curves", "wanted", "without_samples"]
 
 # the classes inductor hands to extern aten kernels as eager runs them (its convolutions it
 # also hands to aten, but on channels-last tensors of its own layout choice: those it times)
@@ -95,6 +95,10 @@ class FrameworkSweep:
     # curves whose samples run as aten runs them inside the framework, on channels-last tensors
     # (ftmodel.calibration.channels_last), eagerly and on the full grid: inductor's convolutions
     channels_last: tuple[str, ...] = ()
+    # its copy sweep also times transposes on each code path its lowering tells apart
+    # (ftmodel.calibration.ops.transpose_samples); they make the ``<framework>/copy:<path>``
+    # curves only, not the class's own curve, which prices its other copies
+    transposes: bool = False
 
 
 FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
@@ -106,8 +110,10 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # ORT's profiler records (ort_node_share): a lone conv's session also runs the layout
     # reorders around it. The in-model stage fits host-side terms only: a device scale fitted
     # on the synthetic networks (0.78 on the EPYC, when the curves were the profiler's node
-    # times) did not transfer to real models
-    "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True),
+    # times) did not transfer to real models. Its transposes run at 1.4-54 GB/s by code path
+    # (ftmodel.frameworks.ort_transpose): each path gets a curve
+    "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True,
+                                  transposes=True),
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
     # each sample is a C++ build, hence the short grid, except for its convolutions: aten's on
     # the channels-last tensors inductor lays them out in, timed without a build
@@ -295,6 +301,18 @@ def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],
     return grouped_curves(f"{key}:", data, variants)
 
 
+def without_samples(data: OpClassData, rows: Sequence[dict[str, Any]], labels: set[str]
+             ) -> OpClassData:
+    """``data`` less the samples of ``labels`` (``rows``: :func:`framework_curve`'s raw rows, in
+    which the timed ones follow the curve's samples in order); ``data`` itself when fewer than 3
+    samples would be left."""
+    timed = [str(r["label"]) for r in rows if "total_s" in r]
+    if not labels or len(timed) != len(data.samples):
+        return data
+    keep = [i for i, label in enumerate(timed) if label not in labels]
+    return subset_curve(data, keep) if len(keep) >= 3 else data
+
+
 def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: bool, *,
                      rounds: int, round_s: float,
                      step: Callable[[str], object] = lambda desc: None
@@ -313,7 +331,9 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     raw: dict[str, list[dict[str, Any]]] = {}
     for curve in OP_SWEEP_CLASSES:
         cl = device == "cpu" and curve in spec.channels_last
-        samples = (full if cl else grid)[curve]
+        extra = (transpose_samples(quick or spec.quick_grid)
+                 if spec.transposes and curve == "copy" else [])
+        samples = (full if cl else grid)[curve] + extra
         if not samples or not wanted(framework, curve):
             continue
         data, rows, op = framework_curve(framework, samples, device, shared, rounds=rounds,
@@ -324,7 +344,7 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
             # channels-last curves by their variants (``<backend>_nhwc``) only: a class-level
             # curve would also price the framework's contiguous (1-d) convolutions
             if not cl:
-                curves[key] = data
+                curves[key] = without_samples(data, rows, {s.label for s in extra})
             curves.update(variant_curves(key, data, rows, whole=cl))
         step(f"{framework} {curve}")
     if framework == "torchscript" and device == "cpu":  # its oneDNN-layout reorders and ops

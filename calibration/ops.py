@@ -29,8 +29,9 @@ from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import steps_of
 
-__all__ = ["OpSample", "op_samples", "named_sweeps", "OP_SWEEP_CLASSES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID",
-           "GPU_GRID", "LSTM_STEPS", "LSTM_SHORT_STEPS"]
+__all__ = ["OpSample", "op_samples", "named_sweeps", "transpose_samples", "OP_SWEEP_CLASSES",
+           "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID", "LSTM_STEPS",
+           "LSTM_SHORT_STEPS"]
 
 
 @dataclass
@@ -280,6 +281,38 @@ def _bytes_classes(quick: bool, grid: SweepGrid) -> list[OpSample]:
             (torch.randint(0, vocab, (1, max(1, n // e // 4))),)
 
     out += fam("embedding", "embedding", emb, sz)
+    return out
+
+
+# ONNX Runtime's transposes on the paths its lowering tells apart
+# (:mod:`ftmodel.frameworks.ort_transpose`), up to 2**22 elements (a 16 MB tensor; an
+# element-wise one of 64 MB would take ~90 ms a call)
+_TRANSPOSE_MAX_EXP = 22
+
+
+def _heads(n: int) -> torch.Tensor:
+    d = min(64, n)
+    h = max(1, min(8, n // d))
+    return _r(1, max(1, n // (h * d)), h, d)  # (N, S, heads, D)
+
+
+def _quads(n: int) -> torch.Tensor:
+    c = 16 if n < 2**16 else 64
+    return _r(1, c, max(1, n // (4 * c)), 4)  # (N, C, L, 4)
+
+
+def transpose_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> list[OpSample]:
+    """Copy samples that only ONNX Runtime's sweep times (``FrameworkSweep.transposes``):
+    transposes on its block-copy path (an attention head split, ``(0, 2, 1, 3)`` of
+    ``(N, S, heads, 64)``) and on its element-by-element path (``(0, 3, 2, 1)`` of
+    ``(N, C, L, 4)``, as MobileViT unfolds its patches). Its MLAS path is the copy sweep's own
+    ``t-contiguous`` family (a 2-D transpose)."""
+    sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
+    out = _family("copy", "transpose-heads",
+                  lambda n: (_Fn(lambda t: t.permute(0, 2, 1, 3).contiguous()), (_heads(n),)), sz)
+    out += _family("copy", "transpose-quads",
+                   lambda n: (_Fn(lambda t: t.permute(0, 3, 2, 1).contiguous()), (_quads(n),)),
+                   sz)
     return out
 
 

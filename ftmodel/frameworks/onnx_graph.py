@@ -26,6 +26,11 @@ Counting semantics
   ``snchwc.cpp``). On the Intel Xeon the 512-channel
   3x3 convolutions of ResNet-34 at batch 16 on a 3-px map ran at 97 GMAC/s against 200 for
   the same MACs on a 24-px map, where weights were counted once.
+* **Variants**: transcendental ops ``math``; LSTM/GRU/RNN their steps
+  (:func:`~ftmodel.tracing.variants.rnn_variant`); ``Transpose`` the code path ONNX Runtime
+  runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
+  element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's curve of that
+  path where the profile has one.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
   ``onnx.shape_inference`` node-level inference for standard ops (constant initializers feed
   Reshape-like ops) and small rules for ORT's contrib ops (``com.microsoft``,
@@ -53,6 +58,7 @@ from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL
 from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node_attrs
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
                                       rnn_macs)
+from ftmodel.frameworks.ort_transpose import transpose_variant
 from ftmodel.tracing.variants import recurrent_share, rnn_variant
 
 __all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
@@ -302,6 +308,9 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
             variant = rnn_variant(steps, recurrent_share(w, r))
+        if node.op_type == "Transpose" and ins[0] is not None:  # ONNX Runtime's code path
+            perm = attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)
+            variant = transpose_variant([int(p) for p in perm], ins[0])
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
                                    DTYPE_NAME.get(out_dtype, "float32"), variant, weights,

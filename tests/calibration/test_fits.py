@@ -53,7 +53,7 @@ def test_in_model_fit_keeps_no_correction_when_none_helps() -> None:
     assert 0.0 < fit["cv_median_ape"] < 0.1
 
 
-def test_in_model_fit_without_groups_fits_every_term() -> None:
+def test_in_model_fitwithout_samples_groups_fits_every_term() -> None:
     host, dev, nbytes, kernels, _ = _networks(1)
     measured = [h + d + 1e-11 * b for h, d, b in zip(host, dev, nbytes)]
     fit = fit_in_model(host, dev, nbytes, kernels, measured)
@@ -362,3 +362,25 @@ def test_channels_last_curves_are_kept_by_variant_even_when_all_samples_share_on
     assert variant_curves("inductor/conv", data, rows) == {}
     assert variant_curves("inductor/conv", data, rows, whole=True) == {
         "inductor/conv:mkldnn_nhwc": data}
+
+
+def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -> None:
+    # the transposes only ONNX Runtime's copy sweep times make curves of their code paths,
+    # not the class's curve, which prices its Concat, Slice and other copies
+    from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, without_samples, variant_curves
+    from ftmodel.calibration.ops import transpose_samples
+    from ftmodel.hardware.profile import OpClassData
+
+    extra = transpose_samples(quick=True)
+    assert FRAMEWORK_SWEEPS["onnxruntime"].transposes
+    assert not FRAMEWORK_SWEEPS["torchscript"].transposes
+    labels = ["cat n1", "cat n2", "cat n3", "t n1", "t n2", "t n3"] + [
+        s.label for s in extra if not s.is_floor][:3]
+    variants = ["", "", ""] + ["transpose_mlas"] * 3 + ["transpose_elementwise"] * 3
+    samples = tuple((0.0, float(i), float(i), i * 1e-9) for i in range(1, 10))
+    rows = [{"label": lab, "total_s": 1.0, "variant": v} for lab, v in zip(labels, variants)]
+    data = OpClassData("samples", samples)
+    cls = without_samples(data, rows, {s.label for s in extra})
+    assert cls.samples == samples[:6]
+    assert set(variant_curves("onnxruntime/copy", data, rows)) == {
+        "onnxruntime/copy:transpose_mlas", "onnxruntime/copy:transpose_elementwise"}

@@ -732,3 +732,29 @@ def test_eager_batch_norm_kernels_carry_their_planes() -> None:
 def test_kernel_at_batch_scales_planes() -> None:
     from ftmodel.api import kernel_at_batch
     assert kernel_at_batch(_bn(1e5, 64), 2, 8).planes == 256
+
+
+def test_ort_transposes_price_on_their_code_paths_curve_where_the_profile_has_it() -> None:
+    # ONNX Runtime walks a transpose that moves its innermost axis element by element, 1.4-1.8
+    # GB/s on the EPYC against 16-54 for block copies: a profile with a curve of that path
+    # prices those transposes on it, and every other copy on the class's curve
+    from ftmodel.frameworks.ort_transpose import BLOCKS, ELEMENTWISE
+
+    def rows(gb_s: float) -> tuple[tuple[float, float, float, float], ...]:
+        return tuple((0.0, b / 2, b / 2, b / (gb_s * 1e9)) for b in (1e3, 1e5, 1e7))
+
+    fast = {"onnxruntime/copy": OpClassData("samples", rows(30.0)),
+            "copy": OpClassData("samples", rows(20.0))}
+    slow = dict(fast, **{f"onnxruntime/copy:{ELEMENTWISE}": OpClassData("samples", rows(1.5))})
+    old = DeviceModel(_device(fast), "fp32", "onnxruntime")
+    new = DeviceModel(_device(slow), "fp32", "onnxruntime")
+    assert old._key("copy", ELEMENTWISE, "Transpose") == "onnxruntime/copy"
+    assert new._key("copy", ELEMENTWISE, "Transpose") == f"onnxruntime/copy:{ELEMENTWISE}"
+    walk = Kernel("copy", 0, 500_000, 500_000, "t", ("Transpose",), variant=ELEMENTWISE)
+    block = Kernel("copy", 0, 500_000, 500_000, "t", ("Transpose",), variant=BLOCKS)
+    concat = Kernel("copy", 0, 500_000, 500_000, "c", ("Concat",))
+    t_old, t_new = old.kernel_times_s([walk, block, concat]), new.kernel_times_s([walk, block,
+                                                                                 concat])
+    assert t_new[0] == pytest.approx(20 * t_old[0], rel=0.05)
+    assert t_new[1:] == pytest.approx(t_old[1:])
+    assert t_new[1] == pytest.approx(1e6 / 30e9, rel=0.05)
