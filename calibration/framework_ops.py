@@ -57,7 +57,7 @@ import torch
 from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.runtime_timing import ort_node_share, ts_conv_chain
-from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, transpose_samples
+from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
@@ -95,10 +95,11 @@ class FrameworkSweep:
     # curves whose samples run as aten runs them inside the framework, on channels-last tensors
     # (ftmodel.calibration.channels_last), eagerly and on the full grid: inductor's convolutions
     channels_last: tuple[str, ...] = ()
-    # its copy sweep also times transposes on each code path its lowering tells apart
-    # (ftmodel.calibration.ops.transpose_samples); they make the ``<framework>/copy:<path>``
-    # curves only, not the class's own curve, which prices its other copies
-    transposes: bool = False
+    # its sweep also times ops of its own (ftmodel.calibration.ops.ort_samples: transposes on
+    # each code path its lowering tells apart, fused residual layer norms); they make the
+    # curves of their kernels' variants (``<framework>/copy:<path>``, ``<framework>/norm:skip``)
+    # only, not the class's own curve, which prices the class's other kernels
+    own_samples: bool = False
 
 
 FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
@@ -111,9 +112,10 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # reorders around it. The in-model stage fits host-side terms only: a device scale fitted
     # on the synthetic networks (0.78 on the EPYC, when the curves were the profiler's node
     # times) did not transfer to real models. Its transposes run at 1.4-54 GB/s by code path
-    # (ftmodel.frameworks.ort_transpose): each path gets a curve
+    # (ftmodel.frameworks.ort_transpose) and its fused residual layer norm at a sixth of its
+    # layer norm's speed: each gets a curve
     "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True,
-                                  transposes=True),
+                                  own_samples=True),
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;
     # each sample is a C++ build, hence the short grid, except for its convolutions: aten's on
     # the channels-last tensors inductor lays them out in, timed without a build
@@ -329,10 +331,10 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     full = op_samples(quick) if spec.channels_last and device == "cpu" else grid
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
+    own = ort_samples(quick or spec.quick_grid) if spec.own_samples else {}
     for curve in OP_SWEEP_CLASSES:
         cl = device == "cpu" and curve in spec.channels_last
-        extra = (transpose_samples(quick or spec.quick_grid)
-                 if spec.transposes and curve == "copy" else [])
+        extra = own.get(curve, [])
         samples = (full if cl else grid)[curve] + extra
         if not samples or not wanted(framework, curve):
             continue

@@ -29,7 +29,7 @@ from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import steps_of
 
-__all__ = ["OpSample", "op_samples", "named_sweeps", "transpose_samples", "OP_SWEEP_CLASSES",
+__all__ = ["OpSample", "op_samples", "named_sweeps", "ort_samples", "OP_SWEEP_CLASSES",
            "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID", "LSTM_STEPS",
            "LSTM_SHORT_STEPS"]
 
@@ -301,9 +301,8 @@ def _quads(n: int) -> torch.Tensor:
     return _r(1, c, max(1, n // (4 * c)), 4)  # (N, C, L, 4)
 
 
-def transpose_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> list[OpSample]:
-    """Copy samples that only ONNX Runtime's sweep times (``FrameworkSweep.transposes``):
-    transposes on its block-copy path (an attention head split, ``(0, 2, 1, 3)`` of
+def _transpose_samples(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """Transposes on its block-copy path (an attention head split, ``(0, 2, 1, 3)`` of
     ``(N, S, heads, 64)``) and on its element-by-element path (``(0, 3, 2, 1)`` of
     ``(N, C, L, 4)``, as MobileViT unfolds its patches). Its MLAS path is the copy sweep's own
     ``t-contiguous`` family (a 2-D transpose)."""
@@ -314,6 +313,23 @@ def transpose_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> list[O
                    lambda n: (_Fn(lambda t: t.permute(0, 3, 2, 1).contiguous()), (_quads(n),)),
                    sz)
     return out
+
+
+def _skip_norm(n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    h = 96 if n < 2**16 else 384
+    x = _r(1, max(1, n // h), h)  # (N, tokens, hidden)
+    return (_Fn(lambda a, b, g, beta: F.layer_norm(a + b, (h,), g, beta), torch.ones(h),
+                torch.zeros(h)), (x, _r(*x.shape)))
+
+
+def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
+    """Samples only ONNX Runtime's sweep times (``FrameworkSweep.own_samples``), by curve:
+    transposes on its block-copy and element-by-element paths (copy), and a residual sum
+    followed by a layer norm, which it fuses into one ``SkipLayerNormalization`` node (norm): a
+    scalar loop per row, 6-10x a ``LayerNormalization`` of the same tensor on the EPYC."""
+    sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
+    return {"copy": _transpose_samples(quick, grid),
+            "norm": _family("norm", "skip_layer_norm", _skip_norm, sz)}
 
 
 MATH_FAMILIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

@@ -26,7 +26,8 @@ Counting semantics
   ``snchwc.cpp``). On the Intel Xeon the 512-channel
   3x3 convolutions of ResNet-34 at batch 16 on a 3-px map ran at 97 GMAC/s against 200 for
   the same MACs on a 24-px map, where weights were counted once.
-* **Variants**: transcendental ops ``math``; LSTM/GRU/RNN their steps
+* **Variants**: transcendental ops ``math``; layer norms ``layer``, the fused residual ones
+  ``skip`` (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
   (:func:`~ftmodel.tracing.variants.rnn_variant`); ``Transpose`` the code path ONNX Runtime
   runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
   element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's curve of that
@@ -53,8 +54,9 @@ from typing import Any
 
 from ftmodel.frameworks._common import make_kernel, module_path_from_scope
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL_OPS, SKIP_OPS,
-                                         VIEW_OPS, Shape, classify_node, op_class_of)
+from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL_OPS,
+                                         NORM_VARIANTS, SKIP_OPS, VIEW_OPS, Shape,
+                                         classify_node, op_class_of)
 from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node_attrs
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
                                       rnn_macs)
@@ -303,7 +305,7 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         written = sum(_numel(t.shape) * ELEM_SIZE.get(et(t.elem_type), 4) for t in out_tensors)
         out_dtype = et(out_tensors[0].elem_type if out_tensors else 1)
         macs = _macs(node.op_type, attrs, ins, outs)
-        variant = "math" if node.op_type in MATH_OPS else ""
+        variant = "math" if node.op_type in MATH_OPS else NORM_VARIANTS.get(node.op_type, "")
         if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) > 2 and ins[0] is not None:
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0

@@ -4,7 +4,7 @@ kernel, and element sizes of ONNX tensor types (used by :mod:`ftmodel.frameworks
 from __future__ import annotations
 
 __all__ = ["CLASS_OF", "DTYPE_NAME", "ELEMENTWISE_OPS", "ELEM_SIZE", "MATH_OPS", "MATMUL_OPS",
-           "SKIP_OPS", "VIEW_OPS", "Shape", "classify_node", "op_class_of"]
+           "NORM_VARIANTS", "SKIP_OPS", "VIEW_OPS", "Shape", "classify_node", "op_class_of"]
 
 Shape = tuple[int, ...]
 
@@ -46,6 +46,11 @@ MATH_OPS = frozenset({"Erf", "Exp", "Log", "Tanh", "Sigmoid", "Gelu", "FastGelu"
                       "QuickGelu", "Pow", "Sqrt", "Sin", "Cos", "Tan", "Softplus", "Elu", "Selu",
                       "Celu", "Mish", "Atan", "Asin", "Acos", "Sinh", "Cosh", "HardSigmoid",
                       "ThresholdedRelu", "Softsign"})
+# ONNX Runtime's layer norms, by CPU kernel: its fused residual ones (``SkipLayerNormalization``,
+# ``SkipSimplifiedLayerNormalization``; onnxruntime/contrib_ops/cpu/skip_layer_norm.cc, a scalar
+# loop per row) ran 6-10x slower than its ``LayerNormalization`` of the same tensor on the EPYC
+NORM_VARIANTS = {"SkipLayerNormalization": "skip", "SkipSimplifiedLayerNormalization": "skip",
+                 "LayerNormalization": "layer", "SimplifiedLayerNormalization": "layer"}
 ELEMENTWISE_OPS = MATH_OPS | frozenset({
     "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "PRelu", "Clip", "Abs", "Neg", "Ceil",
     "Floor", "Round", "Sign", "Reciprocal", "Max", "Min", "Mean", "Sum", "Mod", "Equal",

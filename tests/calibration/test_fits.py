@@ -368,12 +368,12 @@ def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -
     # the transposes only ONNX Runtime's copy sweep times make curves of their code paths,
     # not the class's curve, which prices its Concat, Slice and other copies
     from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, without_samples, variant_curves
-    from ftmodel.calibration.ops import transpose_samples
+    from ftmodel.calibration.ops import ort_samples
     from ftmodel.hardware.profile import OpClassData
 
-    extra = transpose_samples(quick=True)
-    assert FRAMEWORK_SWEEPS["onnxruntime"].transposes
-    assert not FRAMEWORK_SWEEPS["torchscript"].transposes
+    extra = ort_samples(quick=True)["copy"]
+    assert FRAMEWORK_SWEEPS["onnxruntime"].own_samples
+    assert not FRAMEWORK_SWEEPS["torchscript"].own_samples
     labels = ["cat n1", "cat n2", "cat n3", "t n1", "t n2", "t n3"] + [
         s.label for s in extra if not s.is_floor][:3]
     variants = ["", "", ""] + ["transpose_mlas"] * 3 + ["transpose_elementwise"] * 3
@@ -384,3 +384,5 @@ def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -
     assert cls.samples == samples[:6]
     assert set(variant_curves("onnxruntime/copy", data, rows)) == {
         "onnxruntime/copy:transpose_mlas", "onnxruntime/copy:transpose_elementwise"}
+    norms = ort_samples(quick=True)["norm"]
+    assert len(norms) >= 4 and norms[0].is_floor and all(s.curve == "norm" for s in norms)

@@ -334,3 +334,24 @@ def test_fused_matmul_with_folded_head_transposes_counts_every_head() -> None:
     prog = ort_fw.lower_model(model, x, 8, tr)
     assert any(k.members[0].endswith("FusedMatMul") for k in prog.kernels)
     assert prog.macs == pytest.approx(tr.total_macs, rel=0.01)
+
+
+class _ResidualNorm(nn.Module):
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(hidden, hidden)
+        self.norm1 = nn.LayerNorm(hidden)
+        self.norm2 = nn.LayerNorm(hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm2(self.norm1(x + self.fc(x)))
+
+
+def test_layer_norms_carry_the_kernel_onnx_runtime_runs_them_on() -> None:
+    # ORT fuses the residual sum into the first norm (SkipLayerNormalization, a scalar loop per
+    # row, 6-10x its LayerNormalization on the EPYC): the two get curves of their own
+    x = torch.randn(1, 16, 32)
+    prog = ort_fw.lower_model(_ResidualNorm(32).eval(), (x,), 1)
+    norms = [(k.members[0].split("::")[-1], k.variant) for k in prog.kernels
+             if k.op_class == "norm"]
+    assert norms == [("SkipLayerNormalization", "skip"), ("LayerNormalization", "layer")]
