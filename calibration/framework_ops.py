@@ -112,8 +112,8 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # reorders around it. The in-model stage fits host-side terms only: a device scale fitted
     # on the synthetic networks (0.78 on the EPYC, when the curves were the profiler's node
     # times) did not transfer to real models. Its transposes run at 1.4-54 GB/s by code path
-    # (ftmodel.frameworks.ort_transpose) and its fused residual layer norm at a sixth of its
-    # layer norm's speed: each gets a curve
+    # (ftmodel.frameworks.ort_transpose) and its fused residual layer norm at a third to a
+    # tenth of its layer norm's speed: each gets a curve
     "onnxruntime": FrameworkSweep(None, quick_grid=False, in_session_curves=True,
                                   own_samples=True),
     # generated C++ loops for pointwise, reductions, norms, pooling; extern aten for the rest;

@@ -326,7 +326,7 @@ def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, li
     """Samples only ONNX Runtime's sweep times (``FrameworkSweep.own_samples``), by curve:
     transposes on its block-copy and element-by-element paths (copy), and a residual sum
     followed by a layer norm, which it fuses into one ``SkipLayerNormalization`` node (norm): a
-    scalar loop per row, 6-10x a ``LayerNormalization`` of the same tensor on the EPYC."""
+    scalar loop per row, 3.5-11x a ``LayerNormalization`` of the same tensor on the EPYC."""
     sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
     return {"copy": _transpose_samples(quick, grid),
             "norm": _family("norm", "skip_layer_norm", _skip_norm, sz)}

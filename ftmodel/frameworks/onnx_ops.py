@@ -48,7 +48,7 @@ MATH_OPS = frozenset({"Erf", "Exp", "Log", "Tanh", "Sigmoid", "Gelu", "FastGelu"
                       "ThresholdedRelu", "Softsign"})
 # ONNX Runtime's layer norms, by CPU kernel: its fused residual ones (``SkipLayerNormalization``,
 # ``SkipSimplifiedLayerNormalization``; onnxruntime/contrib_ops/cpu/skip_layer_norm.cc, a scalar
-# loop per row) ran 6-10x slower than its ``LayerNormalization`` of the same tensor on the EPYC
+# loop per row) ran 3.5-11x slower than its ``LayerNormalization`` of the same tensor on the EPYC
 NORM_VARIANTS = {"SkipLayerNormalization": "skip", "SkipSimplifiedLayerNormalization": "skip",
                  "LayerNormalization": "layer", "SimplifiedLayerNormalization": "layer"}
 ELEMENTWISE_OPS = MATH_OPS | frozenset({

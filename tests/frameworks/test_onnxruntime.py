@@ -349,7 +349,7 @@ class _ResidualNorm(nn.Module):
 
 def test_layer_norms_carry_the_kernel_onnx_runtime_runs_them_on() -> None:
     # ORT fuses the residual sum into the first norm (SkipLayerNormalization, a scalar loop per
-    # row, 6-10x its LayerNormalization on the EPYC): the two get curves of their own
+    # row, 3.5-11x its LayerNormalization on the EPYC): the two get curves of their own
     x = torch.randn(1, 16, 32)
     prog = ort_fw.lower_model(_ResidualNorm(32).eval(), (x,), 1)
     norms = [(k.members[0].split("::")[-1], k.variant) for k in prog.kernels
