@@ -304,7 +304,7 @@ def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],
 
 
 def without_samples(data: OpClassData, rows: Sequence[dict[str, Any]], labels: set[str]
-             ) -> OpClassData:
+                    ) -> OpClassData:
     """``data`` less the samples of ``labels`` (``rows``: :func:`framework_curve`'s raw rows, in
     which the timed ones follow the curve's samples in order); ``data`` itself when fewer than 3
     samples would be left."""

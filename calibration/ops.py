@@ -302,7 +302,7 @@ def _quads(n: int) -> torch.Tensor:
 
 
 def _transpose_samples(quick: bool, grid: SweepGrid) -> list[OpSample]:
-    """Transposes on its block-copy path (an attention head split, ``(0, 2, 1, 3)`` of
+    """ONNX Runtime's transposes on its block-copy path (an attention head split, ``(0, 2, 1, 3)`` of
     ``(N, S, heads, 64)``) and on its element-by-element path (``(0, 3, 2, 1)`` of
     ``(N, C, L, 4)``, as MobileViT unfolds its patches). Its MLAS path is the copy sweep's own
     ``t-contiguous`` family (a 2-D transpose)."""

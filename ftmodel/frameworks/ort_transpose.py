@@ -16,8 +16,9 @@ input shape, as ``onnxruntime/core/providers/cpu/tensor/transpose.cc`` and
 Timed alone on a Zen 4 EPYC (2 threads, single-node sessions of the shapes the corpus's
 transformers and hybrids transpose), element by element ran at 1.4-1.8 GB/s, MLAS at 4-25 GB/s
 and blocks at 16-54 GB/s (benchmarks/results/cpu-epyc/README.md, "ONNX Runtime's transposes by
-permutation"). Blocks of 2-16 floats were not slower than long ones there, so block length
-is not a variant.
+permutation"; benchmarks/ort_transposes.py). Blocks of 2-16 floats ran at 9-34 GB/s alone,
+inside the long blocks' range, so block length is not a variant; between two nodes of a model
+they were priced at 0.32-0.57x (ort-transposes.md), the first thing to look at if it matters.
 
 Not modelled: string tensors (element-wise on every path) and the cost of each MLAS call: a
 transpose made of many small 2-D transposes (1536 of 256 floats: 3.9 GB/s) runs slower than one
@@ -29,13 +30,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import prod
 
-__all__ = ["BLOCKS", "ELEMENTWISE", "MLAS", "TRANSPOSE_VARIANTS", "moved_axis",
-           "transpose_variant"]
+__all__ = ["BLOCKS", "ELEMENTWISE", "MLAS", "moved_axis", "transpose_variant"]
 
 MLAS = "transpose_mlas"
 BLOCKS = "transpose_blocks"
 ELEMENTWISE = "transpose_elementwise"
-TRANSPOSE_VARIANTS = (MLAS, BLOCKS, ELEMENTWISE)
 
 
 def _keeps_order(perm: Sequence[int], dims: Sequence[int]) -> bool:
