@@ -18,8 +18,6 @@ writes it as markdown.
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import statistics
 import sys
 from collections.abc import Callable
@@ -29,15 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ftmodel.calibration.speed_probe import speed_meter_for  # noqa: E402
-from ftmodel.estimate.kernels import DeviceModel  # noqa: E402
-from ftmodel.frameworks.base import get_framework  # noqa: E402
-from ftmodel.hardware.profile import read_profile  # noqa: E402
-from ftmodel.measure import measure_interleaved, set_threads  # noqa: E402
+from ort_alone import emit, session, setup, time_sessions  # noqa: E402
+
 from ftmodel.program import Kernel  # noqa: E402
-from ftmodel.speed import speed_normalised  # noqa: E402
 
 # (tokens, hidden, where it comes from)
 SHAPES: tuple[tuple[int, int, str], ...] = (
@@ -70,33 +64,15 @@ class _Block(nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", required=True)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
-    set_threads(args.threads)
-    profile = read_profile(args.profile)
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None and fw.runner is not None
-    model = DeviceModel(profile.device, "fp32", "onnxruntime")
+    args, profile, model = setup(__doc__ or "", rounds=11)
     fns: dict[tuple[int, str], Callable[[], object]] = {}
     kernels: dict[tuple[int, str], list[Kernel]] = {}
     for i, (tokens, hidden, _) in enumerate(SHAPES):
         inputs = (torch.randn(1, tokens, hidden), torch.randn(1, tokens, hidden))
         for kind in ("",) + BLOCKS:
-            m = _Block(kind, hidden).eval()
-            fns[(i, kind)] = fw.runner(m, inputs, 1, device="cpu", dtype="fp32")
-            kernels[(i, kind)] = list(fw.lower_model(m, inputs, 1, None, device="cpu",
-                                                     dtype="fp32").kernels)
-    with torch.no_grad(), speed_normalised(speed_meter_for("cpu", profile)):
-        timed = measure_interleaved(fns, rounds=args.rounds, round_s=0.1,
-                                    settle_s=fw.settle_s)
-    lines = [f"`python benchmarks/ort_norms.py --profile {args.profile}` "
-             f"({datetime.date.today().isoformat()}, {args.threads} threads, {args.rounds} "
-             "rounds; times scaled to the profile's nominal speed)", "",
-             "| tokens x hidden | from | block | nodes | measured us | predicted us | ratio |",
+            fns[(i, kind)], kernels[(i, kind)] = session(_Block(kind, hidden).eval(), inputs, 1)
+    timed = time_sessions(fns, profile, args.rounds)
+    lines = ["| tokens x hidden | from | block | nodes | measured us | predicted us | ratio |",
              "|---|---|---|---|---|---|---|"]
     ratios: dict[str, list[float]] = {}
     for i, (tokens, hidden, where) in enumerate(SHAPES):
@@ -114,10 +90,7 @@ def main() -> None:
     for kind, rs in ratios.items():
         lines.append(f"| {kind} | {len(rs)} | {statistics.median(rs):.2f} | "
                      f"{min(rs):.2f}-{max(rs):.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit("ort_norms.py", args, lines)
 
 
 if __name__ == "__main__":

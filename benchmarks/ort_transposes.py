@@ -20,9 +20,7 @@ transposes had paths). Prints a table; ``--out`` writes it as markdown.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
 import statistics
 import sys
 from collections.abc import Callable
@@ -31,15 +29,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ftmodel.calibration.speed_probe import speed_meter_for  # noqa: E402
+from ort_alone import emit, session, setup, time_sessions  # noqa: E402
+
 from ftmodel.estimate.kernels import DeviceModel  # noqa: E402
-from ftmodel.frameworks.base import get_framework  # noqa: E402
-from ftmodel.hardware.profile import read_profile  # noqa: E402
-from ftmodel.measure import measure_interleaved, set_threads  # noqa: E402
 from ftmodel.program import Kernel  # noqa: E402
-from ftmodel.speed import speed_normalised  # noqa: E402
 
 # (shape, permutation, where it comes from)
 CASES: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = (
@@ -84,17 +79,7 @@ class _Around(nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", required=True)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
-    set_threads(args.threads)
-    profile = read_profile(args.profile)
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None and fw.runner is not None
-    model = DeviceModel(profile.device, "fp32", "onnxruntime")
+    args, profile, model = setup(__doc__ or "", rounds=15)
     plain = DeviceModel(dataclasses.replace(profile.device, op_classes={
         k: v for k, v in profile.device.op_classes.items()
         if not k.startswith("onnxruntime/copy:transpose")}), "fp32", "onnxruntime")
@@ -102,23 +87,15 @@ def main() -> None:
     kernels: dict[int, Kernel] = {}
     for i, (shape, perm, _) in enumerate(CASES):
         x = torch.randn(*shape)
-        for key, p in ((("t", i), perm), (("base", i), ())):
-            m = _Around(p).eval()
-            fns[key] = fw.runner(m, (x,), shape[0], device="cpu", dtype="fp32")
-            if p:
-                prog = fw.lower_model(m, (x,), shape[0], None, device="cpu", dtype="fp32")
-                kernels[i] = next(k for k in prog.kernels if k.members[0] == "Transpose")
-    with torch.no_grad(), speed_normalised(speed_meter_for("cpu", profile)):
-        timed = measure_interleaved(fns, rounds=args.rounds, round_s=0.1,
-                                    settle_s=fw.settle_s)
-    lines = [f"`python benchmarks/ort_transposes.py --profile {args.profile}` "
-             f"({datetime.date.today().isoformat()}, {args.threads} threads, {args.rounds} "
-             "rounds; times scaled to the profile's nominal speed)", "",
-             "| shape | permutation | from | path | MB moved | measured us | predicted us | "
+        fns[("t", i)], ks = session(_Around(perm).eval(), (x,), shape[0])
+        kernels[i] = next(k for k in ks if k.members[0] == "Transpose")
+        fns[("base", i)], _ = session(_Around(()).eval(), (x,), shape[0])
+    timed = time_sessions(fns, profile, args.rounds)
+    lines = ["| shape | permutation | from | path | MB moved | measured us | predicted us | "
              "ratio | one copy curve us | ratio | spread |", "|" + "---|" * 11]
     ratios: dict[str, list[tuple[float, float]]] = {}
     for i, (shape, perm, where) in enumerate(CASES):
-        k: Kernel = kernels[i]
+        k = kernels[i]
         meas = max(timed[("t", i)].time_s - timed[("base", i)].time_s, 1e-9)
         pred = float(model.kernel_times_s([k])[0])
         old = float(plain.kernel_times_s([k])[0])
@@ -133,10 +110,7 @@ def main() -> None:
     for path, rs in sorted(ratios.items()):
         lines.append(f"| {path} | {len(rs)} | {statistics.median(r for r, _ in rs):.2f} | "
                      f"{statistics.median(o for _, o in rs):.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit("ort_transposes.py", args, lines)
 
 
 if __name__ == "__main__":
