@@ -2,6 +2,7 @@
 
     python benchmarks/refit_in_model.py P.json --forms device --out P-device.json
     python benchmarks/refit_in_model.py P.json --forms host --out P-host.json
+    python benchmarks/refit_in_model.py P.json --against-curves --out P-refit.json
 
 Each network sample of the profile's eager host part (``network``, ``host_s``, ``device_s``,
 ``bytes``, ``n_kernels``, ``time_s``; as the calibration recorded them, at the profile's speed)
@@ -10,7 +11,10 @@ choice among the candidate forms: ``device`` tries the forms that keep the host 
 host programs price it (``DEVICE_SCALED_FORMS``), ``host`` those and the ones that also scale
 it (``HOST_SCALED_FORMS``). Prints the score of every form and writes the profile with the
 chosen terms, so that ``benchmarks/repredict.py`` can price measured points with either.
-Nothing is timed.
+``--against-curves`` instead rebuilds the networks and fits the recorded times against the host
+and device times the profile's own (re-expressed) curves predict for them, as a calibration does
+since :func:`ftmodel.calibration.in_model_cpu.refit_in_model` (for profiles written before it;
+networks the profile has no time for are left out). Nothing is timed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ftmodel.calibration.in_model_cpu import in_model_networks, refit_in_model  # noqa: E402
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
                                           IN_MODEL_FORMS, fit_in_model)
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
@@ -30,11 +35,23 @@ from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("profile")
-    ap.add_argument("--forms", choices=("device", "host"), required=True)
+    how = ap.add_mutually_exclusive_group(required=True)
+    how.add_argument("--forms", choices=("device", "host"))
+    how.add_argument("--against-curves", action="store_true")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     prof = read_profile(args.profile)
     fh = prof.host.frameworks["eager"]
+    if args.against_curves:
+        quick = bool(prof.provenance.get("settings", {}).get("quick", False))
+        refit = refit_in_model(prof, in_model_networks(prof, "cpu", quick))
+        print(f"recorded: {dict(fh.in_model)}")
+        print(f"refitted: {dict(refit.in_model)} over "
+              f"{sum('network' in s for s in refit.samples)} samples")
+        write_profile(replace(prof, host=replace(prof.host, frameworks={
+            **prof.host.frameworks, "eager": refit})), Path(args.out))
+        print(f"wrote {args.out}")
+        return
     rows = [s for s in fh.samples if "network" in s]
     if not rows:
         raise SystemExit(f"{args.profile} has no in-model network samples to fit")

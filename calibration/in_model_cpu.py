@@ -10,7 +10,7 @@ the measured times against the predicted host and device times (on a GPU:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
-           "measure_in_model"]
+           "measure_in_model", "refit_in_model"]
 
 Key = tuple[str, int]  # (network, batch)
 
@@ -42,9 +42,11 @@ class InModelNetworks:
     settle_s: float
 
 
-def _predictor(partial: HardwareProfile, framework: str) -> Predictor:
+def _predictor(partial: HardwareProfile, framework: str, heap: str | None = None
+               ) -> Predictor:
     # the networks are measured in this process: with the heap kept unless --default-malloc
-    return Predictor(framework, partial, heap="kept" if heap_kept() else "plain")
+    return Predictor(framework, partial,
+                     heap=heap if heap is not None else "kept" if heap_kept() else "plain")
 
 
 def in_model_networks(partial: HardwareProfile, device: str, quick: bool,
@@ -75,10 +77,11 @@ def in_model_networks(partial: HardwareProfile, device: str, quick: bool,
     return InModelNetworks(framework, programs, fns, fw.settle_s)
 
 
-def _rows(nets: InModelNetworks, partial: HardwareProfile
+def _rows(nets: InModelNetworks, partial: HardwareProfile, heap: str | None = None
           ) -> list[tuple[Key, float, float, float, int]]:
-    """(key, predicted host s, predicted device s, bytes, Python launches) of each network."""
-    predictor = _predictor(partial, nets.framework)
+    """(key, predicted host s, predicted device s, bytes, Python launches) of each network, in
+    the heap state ``heap`` (by default this process's)."""
+    predictor = _predictor(partial, nets.framework, heap)
     rows = []
     for key, prog in nets.programs.items():
         tl = predictor.program_timeline(prog)
@@ -99,6 +102,29 @@ def measure_in_model(nets: InModelNetworks, partial: HardwareProfile, device: st
     return {k: m.time_s for k, m in measured.items()}
 
 
+def _network(key: Key) -> str:
+    return f"{key[0]}@b{key[1]}"
+
+
+def _fitted(fh: FrameworkHost, nets: InModelNetworks,
+            rows: Sequence[tuple[Key, float, float, float, int]], measured: Mapping[Key, float],
+            pass_times: Mapping[Key, Sequence[float]]) -> FrameworkHost:
+    """``fh`` with the in-model terms fitted to ``measured`` against ``rows``' predicted times
+    and one network sample per row added (``pass_time_s`` where a row has several)."""
+    sweep = FRAMEWORK_SWEEPS.get(nets.framework)
+    forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
+    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                        [r[4] for r in rows], [measured[r[0]] for r in rows],
+                        groups=[r[0][0] for r in rows], forms=forms)
+    samples = tuple(fh.samples) + tuple(
+        {"network": _network(r[0]), "host_s": r[1], "device_s": r[2],
+         "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]],
+         **({"pass_time_s": list(pass_times[r[0]])} if len(pass_times.get(r[0], ())) > 1
+            else {})}
+        for r in rows)
+    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
+
+
 def fit_in_model_stage(partial: HardwareProfile, fh: FrameworkHost, nets: InModelNetworks,
                        passes: Sequence[Mapping[Key, float]]) -> FrameworkHost:
     """Fit the framework's in-model terms to the networks' times, each network's the median of
@@ -107,17 +133,40 @@ def fit_in_model_stage(partial: HardwareProfile, fh: FrameworkHost, nets: InMode
     more than one, each pass's time is kept in the sample as ``pass_time_s``)."""
     rows = _rows(nets, partial)
     measured = {r[0]: float(np.median([p[r[0]] for p in passes])) for r in rows}
-    sweep = FRAMEWORK_SWEEPS.get(nets.framework)
-    forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
-    coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                        [r[4] for r in rows], [measured[r[0]] for r in rows],
-                        groups=[r[0][0] for r in rows], forms=forms)
-    samples = tuple(fh.samples) + tuple(
-        {"network": f"{r[0][0]}@b{r[0][1]}", "host_s": r[1], "device_s": r[2],
-         "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]],
-         **({"pass_time_s": [p[r[0]] for p in passes]} if len(passes) > 1 else {})}
-        for r in rows)
-    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
+    return _fitted(fh, nets, rows, measured, {r[0]: [p[r[0]] for p in passes] for r in rows})
+
+
+def refit_in_model(profile: HardwareProfile, nets: InModelNetworks) -> FrameworkHost:
+    """The framework's in-model terms fitted again to the network times ``profile`` records,
+    against the host and device times ``profile`` itself predicts for those networks.
+
+    A calibration fits the terms while it measures, against its curves as they were then
+    (expressed at the speed of its first seconds); at its end it re-expresses the whole profile
+    at the machine's typical speed (:func:`ftmodel.hardware.rescale.at_speed`), which moves each
+    op class's curve by its own blend of the GEMM and memory references, but a network's
+    recorded time and the dimensionless ``device_scale`` by the GEMM's alone. The terms fitted
+    during the run then describe curves the profile no longer has: two fresh calibrations of
+    one Zen 2 guest, whose memory reference moved 1.5x and 0.63x between their first seconds and
+    their medians, recorded device scales of 1.08 and 0.96; fitted again against their written
+    curves, 1.01 and 1.00. The networks are priced in the heap state the profile records for its
+measurements (``provenance.allocator``). Networks of ``nets`` the profile has no time for are left out (a
+    profile written by older code); with none in common this raises ``ValueError``."""
+    fw = nets.framework
+    fh = profile.host.frameworks[fw]
+    recorded = {str(s["network"]): s for s in fh.samples if "network" in s}
+    bare = replace(profile, host=replace(profile.host, frameworks={
+        **profile.host.frameworks, fw: replace(fh, in_model={})}))
+    # priced in the heap state the networks were measured in, which the profile records
+    heap = "kept" if profile.provenance.get("allocator") == "heap kept" else "plain"
+    rows = [r for r in _rows(nets, bare, heap) if _network(r[0]) in recorded]
+    if not rows:
+        raise ValueError(f"the {fw} host part of profile {profile.name!r} records no time for "
+                         "any of the in-model networks; nothing to fit again")
+    measured = {r[0]: float(recorded[_network(r[0])]["time_s"]) for r in rows}
+    pass_times = {r[0]: [float(t) for t in recorded[_network(r[0])].get("pass_time_s", [])]
+                  for r in rows}
+    kept = replace(fh, samples=tuple(s for s in fh.samples if "network" not in s))
+    return _fitted(kept, nets, rows, measured, pass_times)
 
 
 def in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,

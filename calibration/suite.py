@@ -50,7 +50,10 @@ nominal time over its time then. The nominal time is taken at the start; at the 
 finished profile is re-expressed at the median of all the references it took
 (:func:`ftmodel.hardware.rescale.at_speed`: the machine's typical speed, not its speed in the
 first seconds), which ``provenance.speed.reference_s`` records with the references seen, so
-that a benchmark can express what it measures at the same speed. A profile updated with
+that a benchmark can express what it measures at the same speed; each framework's in-model terms
+are then fitted again to its networks' recorded times against the re-expressed curves
+(:func:`ftmodel.calibration.in_model_cpu.refit_in_model`), since the re-expression moves each op
+class by its own blend of the references. A profile updated with
 ``--update`` measures at its own nominal time. Around the stages the reference is also timed on
 its own (:mod:`ftmodel.calibration.speed_probe`; ``provenance.reference_probe``, one entry per
 stage boundary): ``provenance.reference_drift`` (slowest / fastest − 1) says how much the
@@ -87,8 +90,9 @@ from ftmodel.calibration.dispatch import HostProgram, fit_host_passes, host_prog
 from ftmodel.calibration.framework_host import (build_framework_programs, compile_limits,
                                                 fit_framework_passes, time_framework_programs)
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
-from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_networks,
-                                              in_model_stage, measure_in_model)
+from ftmodel.calibration.in_model_cpu import (InModelNetworks, fit_in_model_stage,
+                                              in_model_networks, in_model_stage,
+                                              measure_in_model, refit_in_model)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
@@ -262,6 +266,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     meter = speed_meter_for(device, base)
     probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
     provenance["reference_probe"] = probes
+    # each CPU framework's synthetic networks, kept to fit its in-model terms again against
+    # the curves the profile is written with (refit_in_model)
+    measured_nets: dict[str, InModelNetworks] = {}
 
     def probe(stage: str) -> None:
         probes.append({"stage": stage, "s": reference_probe_s(device, rounds),
@@ -329,8 +336,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 if fault_probes:  # the median page-fault price over the probes
                     pf = provenance["page_fault_probe"] = median_probe(fault_probes)
                     host = replace(host, page_fault_s=pf["page_fault_s"])
-                fh = fit_in_model_stage(snapshot(False), fh, nets, in_model_times) \
-                    if nets is not None else in_model(snapshot(False), fh, device, quick, rounds)
+                if nets is not None:
+                    fh = fit_in_model_stage(snapshot(False), fh, nets, in_model_times)
+                    measured_nets["eager"] = nets
+                else:
+                    fh = in_model(snapshot(False), fh, device, quick, rounds)
                 host = replace(host, frameworks={"eager": fh})
                 probe("eager in-model")
                 bar.step("synthetic networks", 1)
@@ -379,7 +389,13 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                             ffh = fw_host_pass()
                     while len(fw_passes) < passes:
                         ffh = fw_host_pass()
-                    ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
+                    if device == "cpu":
+                        fw_nets = in_model_networks(snapshot(False), device, quick, fw_name)
+                        ffh = fit_in_model_stage(snapshot(False), ffh, fw_nets, [
+                            measure_in_model(fw_nets, snapshot(False), device, rounds)])
+                        measured_nets[fw_name] = fw_nets
+                    else:
+                        ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
                     probe(f"{fw_name} in-model")
                 host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                 stage_s[fw_name] = round(time.time() - t0, 1)
@@ -395,5 +411,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
         typical = meter.typical()
         profile = at_speed(profile, typical.gemm_s, typical.host_s, typical.memory_s)
+        if profile.host is not None and measured_nets:  # the terms against these curves
+            profile = replace(profile, host=replace(profile.host, frameworks={
+                **profile.host.frameworks,
+                **{fw: refit_in_model(profile, nets) for fw, nets in measured_nets.items()}}))
     write_profile(profile, path)
     return profile

@@ -695,6 +695,47 @@ def test_in_model_networks_measured_in_several_passes_keep_each_ones_median(
     assert all("pass_time_s" not in s for s in once.samples)
 
 
+def test_in_model_terms_are_fitted_against_the_curves_the_profile_is_written_with(
+        quick_profile: Path) -> None:
+    """A calibration re-expresses its profile at the machine's typical speed after the in-model
+    fit, moving memory-bound curves by the memory reference; the terms are fitted again against
+    the curves as written, from the networks' recorded times."""
+    from ftmodel.api import Predictor
+    from ftmodel.calibration.in_model_cpu import in_model_networks, refit_in_model
+    from ftmodel.hardware.rescale import at_speed
+
+    prof = read_profile(quick_profile)
+    fh = prof.host.frameworks["eager"]
+    nets = in_model_networks(prof, "cpu", quick=True)
+    # the calibration already did it: fitting again changes nothing (the file's rounding aside)
+    again = refit_in_model(prof, nets)
+    assert dict(again.in_model) == pytest.approx(dict(fh.in_model), rel=0.01)
+    speed = prof.provenance["speed"]
+    moved = at_speed(prof, speed["reference_s"], speed["host_reference_s"],
+                     3.0 * speed["memory_reference_s"])  # memory-bound curves up, GEMMs not
+    stale = {s["network"]: s for s in moved.host.frameworks["eager"].samples
+             if "network" in s}
+    refit = refit_in_model(moved, nets)
+    rows = {s["network"]: s for s in refit.samples if "network" in s}
+    assert set(rows) == set(stale) == {f"{n}@b{b}" for n, b in nets.programs}
+    bare = replace(moved, host=replace(moved.host, frameworks={
+        **moved.host.frameworks, "eager": replace(fh, in_model={})}))
+    heap = "kept" if prof.provenance["allocator"] == "heap kept" else "plain"
+    predictor = Predictor("eager", bare, heap=heap)
+    grew = 0
+    for (net, b), prog in nets.programs.items():
+        row = rows[f"{net}@b{b}"]
+        assert row["device_s"] == pytest.approx(predictor.program_timeline(prog).compute_s)
+        assert row["time_s"] == stale[f"{net}@b{b}"]["time_s"]  # the measurement is kept
+        grew += row["device_s"] > 1.05 * stale[f"{net}@b{b}"]["device_s"]
+    assert grew > 0  # the recorded predictions were stale for some network
+    assert [s for s in refit.samples if "network" not in s] == [
+        s for s in fh.samples if "network" not in s]
+    other = replace(nets, programs={("no-such-net", 1): next(iter(nets.programs.values()))})
+    with pytest.raises(ValueError, match="records no time"):
+        refit_in_model(prof, other)
+
+
 def test_host_programs_timed_in_several_passes_keep_each_ones_median() -> None:
     """Eager's host programs are timed before the sweeps and between their passes; each
     program's time is the median of its passes' (a pass on a slow host outvoted), the event
