@@ -707,9 +707,6 @@ def test_in_model_terms_are_fitted_against_the_curves_the_profile_is_written_wit
     prof = read_profile(quick_profile)
     fh = prof.host.frameworks["eager"]
     nets = in_model_networks(prof, "cpu", quick=True)
-    # the calibration already did it: fitting again changes nothing (the file's rounding aside)
-    again = refit_in_model(prof, nets)
-    assert dict(again.in_model) == pytest.approx(dict(fh.in_model), rel=0.01)
     speed = prof.provenance["speed"]
     moved = at_speed(prof, speed["reference_s"], speed["host_reference_s"],
                      3.0 * speed["memory_reference_s"])  # memory-bound curves up, GEMMs not
