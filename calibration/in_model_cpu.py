@@ -26,7 +26,7 @@ from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
-           "measure_in_model", "refit_in_model"]
+           "measure_in_model", "refit_in_model", "refit_profile"]
 
 Key = tuple[str, int]  # (network, batch)
 
@@ -169,9 +169,23 @@ measurements (``provenance.allocator``). Networks of ``nets`` the profile has no
     return _fitted(kept, nets, rows, measured, pass_times)
 
 
+def refit_profile(profile: HardwareProfile, nets: Mapping[str, InModelNetworks]
+                  ) -> HardwareProfile:
+    """``profile`` with the in-model terms of each framework in ``nets`` fitted again against
+    its own curves (:func:`refit_in_model`)."""
+    if profile.host is None or not nets:
+        return profile
+    return replace(profile, host=replace(profile.host, frameworks={
+        **profile.host.frameworks, **{fw: refit_in_model(profile, n) for fw, n in nets.items()}}))
+
+
 def in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
-                   rounds: int, framework: str = "eager") -> FrameworkHost:
-    """Fit how op costs add up inside whole (random, synthetic) networks, measured once."""
+                   rounds: int, framework: str = "eager",
+                   kept: dict[str, InModelNetworks] | None = None) -> FrameworkHost:
+    """Fit how op costs add up inside whole (random, synthetic) networks, measured once; the
+    networks go into ``kept`` under the framework's name, for :func:`refit_profile`."""
     nets = in_model_networks(partial, device, quick, framework)
+    if kept is not None:
+        kept[framework] = nets
     return fit_in_model_stage(partial, fh, nets, [measure_in_model(nets, partial, device,
                                                                    rounds)])

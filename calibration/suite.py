@@ -92,7 +92,7 @@ from ftmodel.calibration.framework_host import (build_framework_programs, compil
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
 from ftmodel.calibration.in_model_cpu import (InModelNetworks, fit_in_model_stage,
                                               in_model_networks, in_model_stage,
-                                              measure_in_model, refit_in_model)
+                                              measure_in_model, refit_profile)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
@@ -389,13 +389,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                             ffh = fw_host_pass()
                     while len(fw_passes) < passes:
                         ffh = fw_host_pass()
-                    if device == "cpu":
-                        fw_nets = in_model_networks(snapshot(False), device, quick, fw_name)
-                        ffh = fit_in_model_stage(snapshot(False), ffh, fw_nets, [
-                            measure_in_model(fw_nets, snapshot(False), device, rounds)])
-                        measured_nets[fw_name] = fw_nets
-                    else:
-                        ffh = in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
+                    ffh = in_model_stage(snapshot(False), ffh, device, quick, rounds, fw_name,
+                                         measured_nets) if device == "cpu" else \
+                        in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
                     probe(f"{fw_name} in-model")
                 host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
                 stage_s[fw_name] = round(time.time() - t0, 1)
@@ -411,9 +407,6 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
         typical = meter.typical()
         profile = at_speed(profile, typical.gemm_s, typical.host_s, typical.memory_s)
-        if profile.host is not None and measured_nets:  # the terms against these curves
-            profile = replace(profile, host=replace(profile.host, frameworks={
-                **profile.host.frameworks,
-                **{fw: refit_in_model(profile, nets) for fw, nets in measured_nets.items()}}))
+        profile = refit_profile(profile, measured_nets)  # the terms against these curves
     write_profile(profile, path)
     return profile
