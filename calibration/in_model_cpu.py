@@ -16,14 +16,17 @@ import numpy as np
 
 from ftmodel.api import Predictor
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS
-from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model, synthetic_networks
+from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, SyntheticNet, fit_in_model,
+                                         synthetic_networks)
 from ftmodel.calibration.sweep_stage import caller
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.frameworks import eager
+from ftmodel.frameworks.base import Framework
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.measure import heap_kept, measure_interleaved
 from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.variants import backend_threads
 
 __all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
            "measure_in_model", "refit_in_model", "refit_profile"]
@@ -52,7 +55,8 @@ def _predictor(partial: HardwareProfile, framework: str, heap: str | None = None
 def in_model_networks(partial: HardwareProfile, device: str, quick: bool,
                       framework: str = "eager") -> InModelNetworks:
     """Build and lower the stage's networks (those the framework cannot run are left out)."""
-    fw = _predictor(partial, framework).framework
+    predictor = _predictor(partial, framework)
+    fw = predictor.framework
     # inductor compiles every network × batch (1-3 s each): two batches, but all 18 networks
     # (6 small ones left its device scale to a few host-bound points: 0.83 against eager's 1.12)
     nets = synthetic_networks(6 if quick else 18)
@@ -61,20 +65,29 @@ def in_model_networks(partial: HardwareProfile, device: str, quick: bool,
     programs: dict[Key, Program] = {}
     for net in nets:
         for b in batches:
-            if fw.runner is None:  # eager: the module itself
-                inputs = tuple(t.to(device) for t in net.make_inputs(b))
-                fns[(net.name, b)] = caller(net.module.to(device), inputs)
-                programs[(net.name, b)] = eager.lower(trace(net.module, net.make_inputs(b)))
-            else:
-                xs = net.make_inputs(b)
-                try:
-                    programs[(net.name, b)] = fw.program(net.module, xs, b, trace(net.module, xs),
-                                                         device=partial.device.type, dtype="fp32")
-                    fns[(net.name, b)] = fw.runner(net.module, xs, b,
-                                                   device=partial.device.type, dtype="fp32")
-                except FrameworkUnsupported:
-                    continue
+            # convolution backends as selected with the profile's threads (Predictor.threads)
+            with backend_threads(predictor.threads):
+                _build(net, b, device, partial, fw, fns, programs)
     return InModelNetworks(framework, programs, fns, fw.settle_s)
+
+
+def _build(net: SyntheticNet, b: int, device: str, partial: HardwareProfile, fw: Framework,
+           fns: dict[Key, Callable[[], object]], programs: dict[Key, Program]) -> None:
+    """Lower network ``net`` at batch ``b`` into ``programs`` and its runner into ``fns``
+    (neither where the framework cannot run it)."""
+    key = (net.name, b)
+    if fw.runner is None:  # eager: the module itself
+        inputs = tuple(t.to(device) for t in net.make_inputs(b))
+        fns[key] = caller(net.module.to(device), inputs)
+        programs[key] = eager.lower(trace(net.module, net.make_inputs(b)))
+        return
+    xs = net.make_inputs(b)
+    try:
+        programs[key] = fw.program(net.module, xs, b, trace(net.module, xs),
+                                   device=partial.device.type, dtype="fp32")
+        fns[key] = fw.runner(net.module, xs, b, device=partial.device.type, dtype="fp32")
+    except FrameworkUnsupported:
+        programs.pop(key, None)
 
 
 def _rows(nets: InModelNetworks, partial: HardwareProfile, heap: str | None = None

@@ -40,6 +40,7 @@ from ftmodel.tracing.decode import DecodeInputs
 from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
+from ftmodel.tracing.variants import backend_threads
 
 __all__ = ["Prediction", "LayerCost", "KernelArrays", "predict_latency", "crossover_batch",
            "trace", "load_profile", "resolve_profile", "DTYPES", "Predictor", "DeviceSpec",
@@ -166,6 +167,7 @@ class Predictor:
         self.fw_host, host_prof = framework_host(self.profile, host, self.framework,
                                                   self.warnings)
         self.host_name = host_prof.name
+        self.host_threads = host_prof.threads
         self.heap, self.page_fault_s = heap_model(heap, self.profile, host_prof,
                                                    self.framework, self.warnings)
         self.device_model = DeviceModel(self.profile.device, self.dtype,
@@ -178,8 +180,16 @@ class Predictor:
                 f"curves, which miss their per-call cost; `ftmodel calibrate --device cpu "
                 f"--frameworks {self.framework.name} --update --out <profile>` adds them")
 
+    @property
+    def threads(self) -> int | None:
+        """The intra-op thread count the prediction is for: its CPU host's, as calibrated (the
+        convolution backends eager selects depend on it; :func:`ftmodel.tracing.variants.
+        backend_threads`); None on a GPU, where the calling process's count is used."""
+        return self.host_threads if self.profile.device.type == "cpu" else None
+
     def trace(self, model: nn.Module, inputs: InputSpec, batch: int) -> Trace:
-        return trace(model, inputs, batch, dtype=DTYPES[self.dtype])
+        with backend_threads(self.threads):
+            return trace(model, inputs, batch, dtype=DTYPES[self.dtype])
 
     def lower(self, model: nn.Module, inputs: InputSpec, batch: int, trace: Trace) -> Program:
         """The Program the framework runs for ``model`` at ``batch`` (``trace`` is its Trace):
@@ -190,8 +200,10 @@ class Predictor:
                 self.framework.name, "decode step with a KV cache", "",
                 "its exporter would have to take a transformers Cache object as an input; "
                 "predict decode steps with eager, cudagraphs, inductor or inductor-cudagraphs")
-        return self.with_helpers(self.framework.program(
-            model, inputs, batch, trace, device=self.profile.device, dtype=self.dtype))
+        with backend_threads(self.threads):
+            program = self.framework.program(model, inputs, batch, trace,
+                                             device=self.profile.device, dtype=self.dtype)
+        return self.with_helpers(program)
 
     def with_helpers(self, program: Program) -> Program:
         """``program`` (lowered for this device) with the helper kernels cuDNN/cuBLAS launch

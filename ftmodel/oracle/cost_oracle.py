@@ -80,6 +80,7 @@ from ftmodel.oracle.device_cache import DeviceCache
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.program import Program
 from ftmodel.oracle.structure import Plan, input_meta, plan_of
+from ftmodel.tracing.variants import backend_threads
 from ftmodel.oracle.trace_cache import Part, TraceCache
 from ftmodel.tracing.inputs import InputSpec, check_batch
 from ftmodel.tracing.records import Trace
@@ -275,6 +276,12 @@ class CostOracle:
 
     def _program(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int
                  ) -> tuple[Program, tuple[Part, ...] | None]:
+        # segments traced with the convolution backends of the profile's thread count
+        with backend_threads(self.predictor.threads):
+            return self._program_at(model, plan, inputs, batch)
+
+    def _program_at(self, model: nn.Module, plan: Plan, inputs: InputSpec, batch: int
+                    ) -> tuple[Program, tuple[Part, ...] | None]:
         dtype = DTYPES[self.predictor.dtype]
         resolved, metas = input_meta(model, inputs, batch, dtype, plan.device)
         key = None if plan.key is None else (plan.key, metas, batch)

@@ -38,7 +38,7 @@ from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, SegmentTr
                                           trace_segment)
 from ftmodel.plain_objects import maker
 from ftmodel.oracle.structure import KeyNumbers, Plan
-from ftmodel.tracing.variants import planes_of
+from ftmodel.tracing.variants import planes_of, selection_threads
 from ftmodel.tracing.records import OpRecord, Trace
 
 __all__ = ["Part", "TraceCache"]
@@ -77,8 +77,11 @@ class TraceCache:
     def segment(self, module: nn.Module, key: Hashable | None, meta: TensorMeta,
                 dtype: torch.dtype) -> SegmentTrace:
         """The cached trace of ``module`` on an input described by ``meta`` (traced on a miss;
-        an uncacheable module, ``key is None``, is traced every time)."""
-        full = None if key is None else (key, meta, dtype)
+        an uncacheable module, ``key is None``, is traced every time). Keyed also by the
+        thread count convolution backends are selected for (:func:`ftmodel.tracing.variants.
+        backend_threads`): a cache shared by oracles of profiles calibrated with different
+        counts keeps a trace for each."""
+        full = None if key is None else (key, meta, dtype, selection_threads())
         if full is not None:
             hit = self._data.get(full)
             if hit is not None:

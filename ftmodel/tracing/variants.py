@@ -16,17 +16,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import torch
 
-__all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS", "channel_variant",
-           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm",
-           "planes_of", "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
-           "steps_of"]
+__all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS",
+           "backend_threads", "channel_variant", "channels_last_conv_variant", "conv_variant",
+           "grouped_runs_gemm", "planes_of", "recurrent_share", "rnn_recurrent_share",
+           "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -37,10 +39,49 @@ def _shape_of(x: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in x.shape) if isinstance(x, torch.Tensor) else ()
 
 
-def _conv_backend(args: Sequence[Any]) -> str:
-    """The backend eager PyTorch picks for this convolution here (e.g. "mkldnn", "slow2d")."""
+# the intra-op thread count convolution backends are chosen for (None: this process's own)
+_SELECTION_THREADS: ContextVar[int | None] = ContextVar("ftmodel_selection_threads",
+                                                        default=None)
+
+
+@contextlib.contextmanager
+def backend_threads(threads: int | None) -> Iterator[None]:
+    """Within this block, record each convolution's backend as eager PyTorch selects it in a
+    process with ``threads`` intra-op threads (None: with this process's own count).
+
+    PyTorch selects some convolutions' backend by the thread count: an unstrided 1x1
+    convolution at batch below 16 runs on oneDNN with several threads and on its own kernel
+    (``slow2d``) with one (``ConvParams::use_mkldnn``). A prediction is for the thread count of
+    its profile, whatever the calling process has set: :class:`ftmodel.api.Predictor` traces and
+    lowers inside this block with its profile's.
+    """
+    token = _SELECTION_THREADS.set(threads)
     try:
-        backend = torch._C._select_conv_backend(*args[:9], None)
+        yield
+    finally:
+        _SELECTION_THREADS.reset(token)
+
+
+def selection_threads() -> int:
+    """The intra-op thread count convolution backends are selected for here and now
+    (:func:`backend_threads`)."""
+    threads = _SELECTION_THREADS.get()
+    return torch.get_num_threads() if threads is None else threads
+
+
+def _conv_backend(args: Sequence[Any]) -> str:
+    """The backend eager PyTorch picks for this convolution here (e.g. "mkldnn", "slow2d"),
+    with the thread count of :func:`selection_threads`."""
+    own, wanted = torch.get_num_threads(), selection_threads()
+    try:
+        if wanted == own:
+            backend = torch._C._select_conv_backend(*args[:9], None)
+        else:  # PyTorch reads the thread count from its own global setting
+            torch.set_num_threads(wanted)
+            try:
+                backend = torch._C._select_conv_backend(*args[:9], None)
+            finally:
+                torch.set_num_threads(own)
     except Exception:  # noqa: BLE001 - private API; absent or changed: no variant
         return ""
     return str(backend).rsplit(".", 1)[-1].lower()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.tracing.dispatch import trace
 
 REL_TOL = 1e-3  # 0.1 %
@@ -305,6 +307,35 @@ def test_a_convolution_off_onednns_channel_block_has_a_variant_of_its_own() -> N
         assert variants(nn.Conv2d(c, 64, 1), c) == ["mkldnn_unaligned"]
         assert variants(nn.Conv2d(64, c, 1), 64) == ["mkldnn_unaligned"]
     assert variants(nn.Conv2d(3, 64, 7, 2, 3), 3) == ["mkldnn_unaligned"]  # an RGB stem
+
+
+def test_a_convolutions_backend_is_selected_for_the_thread_count_it_is_traced_for(
+        tiny_profile: HardwareProfile) -> None:
+    """PyTorch runs an unstrided 1x1 convolution at batch below 16 on oneDNN with several
+    threads and on its own kernel with one; a trace records the backend of the thread count it
+    is made for (a Predictor: its profile's), whatever count the calling process has set."""
+    from ftmodel.api import Predictor
+    from ftmodel.tracing.variants import backend_threads
+
+    model, x = nn.Conv2d(16, 32, 1).eval(), torch.zeros(8, 16, 16, 16)
+
+    def variant() -> str:
+        return next(r.variant for r in trace(model, x).records if r.op_class == "conv")
+
+    one = replace(tiny_profile, host=replace(tiny_profile.host, threads=1))
+    own = torch.get_num_threads()
+    for process in (1, 2):
+        torch.set_num_threads(process)
+        assert variant() == ("slow2d" if process == 1 else "mkldnn")
+        for threads, backend in ((1, "slow2d"), (2, "mkldnn")):
+            with backend_threads(threads):
+                assert variant() == backend
+            assert torch.get_num_threads() == process  # left as it was
+        assert Predictor("eager", one).threads == 1
+        for prof, backend in ((one, "slow2d"), (tiny_profile, "mkldnn")):
+            tr = Predictor("eager", prof).trace(model, x, 8)
+            assert [r.variant for r in tr.records if r.op_class == "conv"] == [backend]
+    torch.set_num_threads(own)
 
 
 
