@@ -14,7 +14,8 @@ chosen terms, so that ``benchmarks/repredict.py`` can price measured points with
 ``--against-curves`` instead rebuilds the networks and fits the recorded times against the host
 and device times the profile's own (re-expressed) curves predict for them, as a calibration does
 since :func:`ftmodel.calibration.in_model_cpu.refit_in_model` (for profiles written before it;
-networks the profile has no time for are left out). Nothing is timed.
+networks the profile has no time for are left out), for every framework whose networks the
+profile records. Nothing is timed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ftmodel.calibration.in_model_cpu import in_model_networks, refit_in_model  # noqa: E402
+from ftmodel.calibration.in_model_cpu import in_model_networks, refit_profile  # noqa: E402
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
                                           IN_MODEL_FORMS, fit_in_model)
 from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
@@ -44,12 +45,16 @@ def main() -> None:
     fh = prof.host.frameworks["eager"]
     if args.against_curves:
         quick = bool(prof.provenance.get("settings", {}).get("quick", False))
-        refit = refit_in_model(prof, in_model_networks(prof, "cpu", quick))
-        print(f"recorded: {dict(fh.in_model)}")
-        print(f"refitted: {dict(refit.in_model)} over "
-              f"{sum('network' in s for s in refit.samples)} samples")
-        write_profile(replace(prof, host=replace(prof.host, frameworks={
-            **prof.host.frameworks, "eager": refit})), Path(args.out))
+        # every framework whose networks the profile records times for
+        fws = [f for f, h in prof.host.frameworks.items()
+               if any("network" in s for s in h.samples)]
+        out = refit_profile(prof, {f: in_model_networks(prof, "cpu", quick, f) for f in fws})
+        for f in fws:
+            refit = out.host.frameworks[f]
+            print(f"{f} recorded: {dict(prof.host.frameworks[f].in_model)}")
+            print(f"{f} refitted: {dict(refit.in_model)} over "
+                  f"{sum('network' in s for s in refit.samples)} samples")
+        write_profile(out, Path(args.out))
         print(f"wrote {args.out}")
         return
     rows = [s for s in fh.samples if "network" in s]
