@@ -41,8 +41,11 @@ Eager is always calibrated: the sweeps that give the device half need it, except
 ``update=True`` (``ftmodel calibrate --update``), which re-measures only the named non-eager
 frameworks into an existing profile of this machine (:mod:`ftmodel.calibration.update`).
 
-After every stage the profile so far is written atomically to ``out``, so an interrupted run keeps
-what it measured (``provenance.complete`` is false and the missing op classes are listed).
+Stages 1-3 are :func:`ftmodel.calibration.eager_stage.eager_stage`, stage 4
+:func:`ftmodel.calibration.framework_stage.framework_stage`; both add what they measure to one
+:class:`ftmodel.calibration.calibration_run.CalibrationRun`, and after every stage the profile
+so far is written atomically to ``out``, so an interrupted run keeps what it measured
+(``provenance.complete`` is false and the missing op classes are listed).
 
 On a CPU every measurement is expressed at one machine speed (:mod:`ftmodel.speed`): a
 reference GEMM is timed around each block of calls and each time is scaled by the reference's
@@ -76,69 +79,39 @@ import datetime as _dt
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import replace
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
-from ftmodel.calibration.allocator import median_probe, page_fault_probe_stale, probe_page_fault_s
-from ftmodel.calibration.cache import fit_cache_model, probe_cache
-from ftmodel.calibration.dispatch import HostProgram, fit_host_passes, host_programs
-from ftmodel.calibration.framework_host import (build_framework_programs, compile_limits,
-                                                fit_framework_passes, time_framework_programs)
-from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curve_steps, framework_curves
-from ftmodel.calibration.in_model_cpu import (InModelNetworks, fit_in_model_stage,
-                                              in_model_networks, in_model_stage,
-                                              measure_in_model, refit_profile)
-from ftmodel.calibration.in_model_gpu import in_model_stage_async
-from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, OP_SWEEP_CLASSES, op_samples
-from ftmodel.calibration.planes import PLANES_SWEEP, plane_samples, plane_stage
+from ftmodel.calibration.allocator import page_fault_probe_stale
+from ftmodel.calibration.calibration_run import CalibrationRun
+from ftmodel.calibration.dispatch import host_programs
+from ftmodel.calibration.eager_stage import eager_stage, page_fault_stage
+from ftmodel.calibration.framework_ops import framework_curve_steps
+from ftmodel.calibration.framework_stage import framework_stage
+from ftmodel.calibration.in_model_cpu import refit_profile
+from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, op_samples
+from ftmodel.calibration.planes import plane_samples
 from ftmodel.calibration.progress import CalibrationProgress
-from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
-                                             grouped_curves, measure_class, measure_group)
-from ftmodel.hardware.rescale import at_speed
-from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
-from ftmodel.calibration.speed_probe import reference_drift, reference_probe_s, speed_meter_for
+from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS
+from ftmodel.calibration.speed_probe import speed_meter_for
 from ftmodel.calibration.update import kept_for_update, profile_to_update
 from ftmodel.errors import BackendUnavailable, InvalidArgumentError
-from ftmodel.estimate.timeline import host_costs_s
-from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import canonical_framework, framework_names, get_framework
-from ftmodel.hardware.profile import (DeviceProfile, FrameworkHost, HardwareProfile, HostProfile,
-                                      OpClassData, write_profile)
+from ftmodel.hardware.profile import HardwareProfile, HostProfile, write_profile
 from ftmodel.hardware.registry import default_profile_path
+from ftmodel.hardware.rescale import at_speed
 from ftmodel.measure import (allocator_setting, cache_flusher, cpu_identity, cpu_name, keep_heap,
                              last_level_cache_bytes, set_threads)
 from ftmodel.speed import speed_normalised
-from ftmodel.tracing.dispatch import trace
 
 __all__ = ["DEFAULT_PASSES", "calibrate"]
 
 # How many times a full calibration times its op sweeps (the median of each sample's passes)
 DEFAULT_PASSES = 3
-
-
-def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
-    prog = eager.lower(trace(module, tuple(inputs)))
-    return {k: int(v) for k, v in prog.host_events.items() if v}
-
-
-def _host_pass(programs: list[HostProgram], device: str, rounds: int, round_s: float
-               ) -> dict[str, tuple[float, float]]:
-    """One timing of every host program: (seconds at the nominal host speed, spread)."""
-    return measure_group([(p.name, p.module, p.inputs) for p in programs], device, rounds,
-                         round_s, host_share={p.name: 1.0 for p in programs})
-
-
-def _page_fault_stage(host: HostProfile, provenance: dict[str, Any], rounds: int,
-                      bar: CalibrationProgress) -> HostProfile:
-    """``host`` with this machine's price of a freshly mapped page (ftmodel.calibration.allocator)."""
-    provenance["page_fault_probe"] = probe_page_fault_s(rounds)
-    bar.step("page-fault probe", 1)
-    return replace(host, page_fault_s=provenance["page_fault_probe"]["page_fault_s"])
 
 
 def _canonical_or_raw(name: str) -> str:
@@ -238,175 +211,41 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         provenance["onnxruntime"] = onnxruntime.__version__
     host = HostProfile(name=f"{name}-host", cpu=cpu_name(), threads=n_threads, frameworks={},
                        drives="cpu" if device == "cpu" else "cuda")
-    classes: dict[str, OpClassData] = {}
-    raw: dict[str, list[dict[str, Any]]] = {}
     llc_bytes = last_level_cache_bytes(device)
-    flush = cache_flusher(device, llc_bytes) if cold else None
     provenance["last_level_cache_bytes"] = llc_bytes
-    cache: dict[str, float] = {}
-    if base is not None:
+    run = CalibrationRun(device=device, path=path, name=name, dev_name=dev_name, quick=quick,
+                         rounds=rounds, round_s=round_s, passes=passes, cold=cold,
+                         llc_bytes=llc_bytes,
+                         flush=cache_flusher(device, llc_bytes) if cold else None, bar=bar,
+                         meter=speed_meter_for(device, base), provenance=provenance,
+                         host=host, started=started)
+    if base is not None:  # the profile's other parts, its probes and its duration go on
         kept = kept_for_update(base, extra, provenance)
-        classes, raw, cache, host, provenance = (kept.classes, kept.raw, kept.cache, kept.host,
-                                                 kept.provenance)
-        started = time.time() - kept.duration_s
-
-    def snapshot(complete: bool) -> HardwareProfile:
-        provenance.update(complete=complete, duration_s=round(time.time() - started, 1),
-                          missing_op_classes=[c for c in OP_SWEEP_CLASSES if c not in classes],
-                          raw_op_times=raw)
-        dev = DeviceProfile(name=dev_name, type="cpu" if device == "cpu" else "cuda",
-                            execution="sync" if device == "cpu" else "async",
-                            op_classes=dict(classes), dtypes=("fp32",), cache=dict(cache))
-        if meter is not None:  # an update keeps the nominal time and where it came from
-            provenance["speed"] = {**provenance.get("speed", {}), **meter.summary()}
-        return HardwareProfile(name=name, kind="calibrated", device=dev, host=host,
-                               provenance=dict(provenance))
-
-    in_model = in_model_stage_async if device.startswith("cuda") else in_model_stage
-    meter = speed_meter_for(device, base)
-    probes: list[dict[str, Any]] = list(provenance.get("reference_probe", []))
-    provenance["reference_probe"] = probes
-    # each CPU framework's synthetic networks, kept to fit its in-model terms again against
-    # the curves the profile is written with (refit_in_model)
-    measured_nets: dict[str, InModelNetworks] = {}
-
-    def probe(stage: str) -> None:
-        probes.append({"stage": stage, "s": reference_probe_s(device, rounds),
-                       "at_s": round(time.time() - started, 1)})
-        provenance["reference_drift"] = round(reference_drift(probes), 4)
-
+        run = replace(run, classes=kept.classes, raw=kept.raw, cache=kept.cache,
+                      host=kept.host, provenance=kept.provenance,
+                      started=time.time() - kept.duration_s)
     try:
-        with torch.no_grad(), speed_normalised(meter):
-            probe("start")
+        with torch.no_grad(), speed_normalised(run.meter):
+            run.probe("start")
             if base is None:  # the eager host part and the shared device half
-                host_counts = [_events(p.module, p.inputs) for p in programs]
-                host_passes = [_host_pass(programs, device, rounds, round_s)]
-                bar.step("host dispatch programs", len(programs))
-                fh = fit_host_passes(programs, host_counts, host_passes)
-                host = replace(host, frameworks={"eager": fh})
-                if device == "cpu":  # before the in-model stage, which predicts with it
-                    host = _page_fault_stage(host, provenance, rounds, bar)
-                if flush is not None:
-                    provenance["cache_probe"] = probe_cache(device, flush, llc_bytes, quick=quick)
-                    cache = fit_cache_model(provenance["cache_probe"])
-                    bar.step("cache probe", 1)
-                times: dict[str, list[ClassTimes]] = {}
-                # a CPU's synthetic networks are measured once per pass, as the sweep's samples
-                nets = in_model_networks(snapshot(False), device, quick) \
-                    if device == "cpu" else None
-                in_model_times: list[dict[tuple[str, int], float]] = []
-                fault_probes = [provenance["page_fault_probe"]] if nets is not None else []
-                for n_pass in range(1, passes + 1):  # each pass over every class in turn
-                    for cls in OP_SWEEP_CLASSES:
-                        if not sweeps[cls]:
-                            continue
-                        times.setdefault(cls, []).append(
-                            measure_class(sweeps[cls], device, rounds, round_s, flush))
-                        classes[cls], raw[cls], variants = class_curves(
-                            sweeps[cls], times[cls], device,
-                            host_s=lambda prog: float(host_costs_s(prog, fh, []).sum()))
-                        # e.g. conv:slow2d, conv:mkldnn, conv:mkldnn_unaligned
-                        classes.update(grouped_curves(f"{cls}:", classes[cls], variants))
-                        classes.update(derived_curves(cls, classes[cls], raw[cls]))
-                        label = f" pass {n_pass}/{passes}" if passes > 1 else ""
-                        bar.step(f"{cls} ({len(sweeps[cls])} sizes){label}", len(sweeps[cls]))
-                        write_profile(snapshot(False), path)
-                    if n_pass < passes:  # the host programs again, between two passes
-                        host_passes.append(_host_pass(programs, device, rounds, round_s))
-                        bar.step("host dispatch programs", len(programs))
-                        fh = fit_host_passes(programs, host_counts, host_passes)
-                        host = replace(host, frameworks={"eager": fh})
-                    if nets is not None:  # and the page-fault price, at each pass's end
-                        in_model_times.append(measure_in_model(nets, snapshot(False), device,
-                                                               rounds))
-                        fault_probes.append(probe_page_fault_s(rounds))
-                if planes:  # batch norm's cost per (image, channel) plane
-                    per_plane, raw[PLANES_SWEEP] = plane_stage(planes, classes, device, rounds,
-                                                               round_s)
-                    classes.update(per_plane)
-                    bar.step("batch norm planes", len(planes))
-                    write_profile(snapshot(False), path)
-                probe("op sweeps")
-                math = [d for c, d in classes.items() if c.startswith("elementwise@")]
-                if math:  # the union curve, for transcendental ops without their own
-                    classes["elementwise:math"] = OpClassData(
-                        "samples", tuple(r for d in math for r in d.samples),
-                        cold_s=tuple(t for d in math for t in d.cold_s)
-                        if all(d.cold_s for d in math) else ())
-                if fault_probes:  # the median page-fault price over the probes
-                    pf = provenance["page_fault_probe"] = median_probe(fault_probes)
-                    host = replace(host, page_fault_s=pf["page_fault_s"])
-                if nets is not None:
-                    fh = fit_in_model_stage(snapshot(False), fh, nets, in_model_times)
-                    measured_nets["eager"] = nets
-                else:
-                    fh = in_model(snapshot(False), fh, device, quick, rounds)
-                host = replace(host, frameworks={"eager": fh})
-                probe("eager in-model")
-                bar.step("synthetic networks", 1)
-                write_profile(snapshot(False), path)
-            if device == "cpu" and page_fault_probe_stale(host, provenance):  # older profile
-                host = _page_fault_stage(host, provenance, rounds, bar)
-                write_profile(snapshot(False), path)
-            stage_s: dict[str, float] = dict(provenance.get("framework_stage_s", {}))
-            provenance["framework_stage_s"] = stage_s
+                eager_stage(run, programs, sweeps, planes)
+            if device == "cpu" and page_fault_probe_stale(run.host, run.provenance):  # older
+                page_fault_stage(run)
+                run.write()
+            run.provenance["framework_stage_s"] = dict(
+                run.provenance.get("framework_stage_s", {}))
             for fw_name in extra:
-                t0 = time.time()
-                with compile_limits(fw_name):
-                    built = build_framework_programs(fw_name, device, quick)
-                    fw_passes: list[dict[str, tuple[float, float]]] = []
-
-                    def fw_host_pass(fw_name: str = fw_name) -> FrameworkHost:
-                        """Time the framework's programs once more; the fit of all passes,
-                        put in the host profile."""
-                        nonlocal host
-                        fw_passes.append(time_framework_programs(built, device, rounds,
-                                                                 round_s))
-                        bar.step(f"{fw_name} host programs", 1)
-                        fitted = fit_framework_passes(built, fw_passes)
-                        host = replace(host, frameworks={**host.frameworks, fw_name: fitted})
-                        return fitted
-
-                    ffh = fw_host_pass()  # then again after each stage, `passes` in all
-                    write_profile(snapshot(False), path)
-                    if fw_name in FRAMEWORK_SWEEPS and device == "cpu":
-                        curves, curve_raw = framework_curves(
-                            fw_name, snapshot(False).device, device, quick, rounds=rounds,
-                            round_s=round_s, step=bar.step)
-                        classes.update(curves)
-                        raw.update(curve_raw)
-                        write_profile(snapshot(False), path)
-                        probe(f"{fw_name} curves")
-                        if len(fw_passes) < passes:
-                            ffh = fw_host_pass()
-                    if fw_name in RUNTIME_CHAINS and device == "cpu" and cold:
-                        if cache.get("stream_share"):  # a shared cache model to start from
-                            cache.update(runtime_cache_stage(fw_name, llc_bytes, quick, rounds,
-                                                             cache, provenance))
-                        bar.step(f"{fw_name} cache probe", 1)
-                        write_profile(snapshot(False), path)
-                        if len(fw_passes) < passes:
-                            ffh = fw_host_pass()
-                    while len(fw_passes) < passes:
-                        ffh = fw_host_pass()
-                    ffh = in_model_stage(snapshot(False), ffh, device, quick, rounds, fw_name,
-                                         measured_nets) if device == "cpu" else \
-                        in_model(snapshot(False), ffh, device, quick, rounds, fw_name)
-                    probe(f"{fw_name} in-model")
-                host = replace(host, frameworks={**host.frameworks, fw_name: ffh})
-                stage_s[fw_name] = round(time.time() - t0, 1)
-                bar.step(f"{fw_name} synthetic networks", 1)
-                write_profile(snapshot(False), path)
+                framework_stage(run, fw_name)
     except KeyboardInterrupt:
         bar.close()
-        if classes or host.frameworks:
-            write_profile(snapshot(False), path)
+        if run.classes or run.host.frameworks:
+            run.write()
         raise
     bar.close()
-    profile = snapshot(True)
-    if meter is not None and base is None and meter.seen_s:  # at the machine's typical speed
-        typical = meter.typical()
+    profile = run.snapshot(True)
+    if run.meter is not None and base is None and run.meter.seen_s:  # the typical speed
+        typical = run.meter.typical()
         profile = at_speed(profile, typical.gemm_s, typical.host_s, typical.memory_s)
-        profile = refit_profile(profile, measured_nets)  # the terms against these curves
+        profile = refit_profile(profile, run.measured_nets)  # the terms against these curves
     write_profile(profile, path)
     return profile

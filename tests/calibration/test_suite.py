@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch import nn
 
+import ftmodel.calibration.eager_stage as eager_stage
+import ftmodel.calibration.framework_stage as framework_stage
 import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import (MAPPING, PROBE_THREADS, fresh_mapping, median_probe,
                                           page_fault_probe_stale, probe_page_fault_s)
@@ -33,16 +35,16 @@ try:
 except ImportError:
     HAS_ORT = False
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Wrap ``suite.<name>`` so that each call appends to the returned list, then runs it."""
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Wrap ``module.<name>`` so that each call appends to the returned list, then runs it."""
     calls: list[int] = []
-    real = getattr(suite, name)
+    real = getattr(module, name)
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(suite, name, counting)
+    monkeypatch.setattr(module, name, counting)
     return calls
 
 
@@ -229,7 +231,7 @@ def test_calibrated_profile_predicts_a_model(quick_profile: Path) -> None:
 def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
-    real = suite.measure_class
+    real = eager_stage.measure_class
 
     def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -237,7 +239,7 @@ def test_interrupted_calibration_keeps_what_it_measured(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(suite, "measure_class", flaky)
+    monkeypatch.setattr(eager_stage, "measure_class", flaky)
     path = tmp_path / "partial.json"
     with pytest.raises(KeyboardInterrupt):
         suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1)
@@ -392,7 +394,7 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     path = tmp_path / "updated.json"
     path.write_bytes(quick_profile.read_bytes())
     before = read_profile(path)
-    host_passes = _count_calls(monkeypatch, "time_framework_programs")
+    host_passes = _count_calls(monkeypatch, framework_stage, "time_framework_programs")
     after = suite.calibrate("cpu", ("torchscript",), path, quick=True, progress=False,
                             threads=1, update=True, passes=2)
     # the framework's host programs are timed once per pass, each keeping every pass's time
@@ -798,8 +800,8 @@ def test_calibration_times_its_host_programs_once_per_pass(tmp_path: Path,
                                                            ) -> None:
     """A calibration of several passes times the host programs before the sweeps and between
     every two passes: as many times as it has passes."""
-    calls = _count_calls(monkeypatch, "_host_pass")
-    monkeypatch.setattr(suite, "OP_SWEEP_CLASSES", ("gemm", "elementwise"))
+    calls = _count_calls(monkeypatch, eager_stage, "time_host_programs")
+    monkeypatch.setattr(eager_stage, "OP_SWEEP_CLASSES", ("gemm", "elementwise"))
     monkeypatch.setattr(suite, "plane_samples", lambda quick: [])
     prof = suite.calibrate("cpu", ("eager",), tmp_path / "p.json", quick=True, progress=False,
                            threads=1, passes=2, cold=False)
