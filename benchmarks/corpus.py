@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.tools.corpus import CORPUS, FAMILIES, get_corpus_model, is_held_out  # noqa: E402
 from ftmodel.errors import FtmodelError  # noqa: E402
-from ftmodel.frameworks.base import canonical_framework  # noqa: E402
+from ftmodel.frameworks.base import artifact_room, canonical_framework  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.calibration.speed_probe import reference_probe_s  # noqa: E402
 from ftmodel.measure import cpu_name  # noqa: E402
@@ -273,6 +273,16 @@ def _summary(rows: list[dict[str, Any]], framework: str, failed: dict[str, str],
 def run_framework(framework: str, profile: Any, profile_desc: str, args: argparse.Namespace,
                   names: Sequence[str], batches: Sequence[int], heaps: Sequence[str],
                   out: Path) -> None:
+    # inductor's lowering-only artifacts hold its code, not a compiled module: keep them all,
+    # so that the predictions at each process's probe reuse them
+    room = len(names) * len(batches) if framework == "inductor" else 0
+    with artifact_room(framework, room):
+        _run_framework(framework, profile, profile_desc, args, names, batches, heaps, out)
+
+
+def _run_framework(framework: str, profile: Any, profile_desc: str, args: argparse.Namespace,
+                   names: Sequence[str], batches: Sequence[int], heaps: Sequence[str],
+                   out: Path) -> None:
     started = time.time()
     preds_by_heap: dict[str, dict[tuple[str, int], Any]] = {}
     failed: dict[str, str] = {}

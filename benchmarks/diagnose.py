@@ -4,6 +4,8 @@
     python benchmarks/diagnose.py --profile P.json --model fastvit_t8@128 --batch 16  # corpus
     python benchmarks/diagnose.py --profile P.json --model synthetic:cnn3 --by-class
     python benchmarks/diagnose.py --profile P.json --model timm:mobilevit_xs@128 --by-class
+    python benchmarks/diagnose.py --profile P.json --model efficientnet_lite0@112 --batch 16 \
+        --framework torchscript --by-class
 
 Corpus models: diagnose the tuning half only (``ftmodel.tools.corpus.tuning()``); the held-out half is
 measured and reported, never studied.
@@ -17,7 +19,10 @@ Prints, per aten operator, the measured self CPU time (summed over calls, median
 profiled passes) next to the predicted device time and kernel host cost; with ``--by-class``,
 per op class, the inclusive time of the top-level aten calls (the profiler's own overhead of a
 few µs per call included) next to the predicted host and device time of that class's kernels,
-and the forward's wall time without the profiler. A tool for finding which op class a profile
+and the forward's wall time without the profiler. With ``--framework``, the framework's own artifact
+(its runner) is profiled against its own Program: the operators it runs (TorchScript's
+``prim::mkldnn_convolution``, ``aten::linear``) are matched by name, and a top-level call is one
+with no aten or prim operator above it. A tool for finding which op class a profile
 mispredicts; it writes nothing.
 """
 
@@ -48,6 +53,9 @@ def main() -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--framework", default="eager",
+                    help="the framework whose artifact is profiled (eager, torchscript, "
+                         "onnxruntime's ops are not aten calls and are not compared)")
     ap.add_argument("--by-class", action="store_true",
                     help="compare per op class (top-level aten calls) instead of per operator")
     ap.add_argument("--speed", choices=("profile", "now"), default="profile",
@@ -58,13 +66,18 @@ def main() -> None:
     from ftmodel.measure import keep_heap
     keep_heap()  # the steady state the prediction models
     model, make_inputs = model_by_name(args.model)
-    pred = Predictor("eager", read_profile(args.profile), speed=args.speed)
+    pred = Predictor(args.framework, read_profile(args.profile), speed=args.speed)
     tr = pred.trace(model, make_inputs, args.batch)
-    prog = pred.framework.lower(tr)
+    if pred.framework.runner is None:  # eager: the module itself
+        prog = pred.framework.lower(tr)
+        call = _caller(model, make_inputs(args.batch))
+    else:
+        prog = pred.lower(model, make_inputs, args.batch, tr)
+        call = pred.framework.runner(model, make_inputs, args.batch, device="cpu",
+                                     dtype="fp32")
     if args.by_class:
-        _by_class(pred, prog, model, make_inputs(args.batch), f"{args.model} b{args.batch}")
+        _by_class(pred, prog, call, f"{args.model} b{args.batch} {args.framework}")
         return
-    zm_make = make_inputs
     ks = pred.kernel_arrays(prog.kernels).device_s
     hs = host_costs_s(prog, pred.fw_host, [])
     pred_by_op: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -74,8 +87,6 @@ def main() -> None:
         row[0] += 1
         row[1] += d
         row[2] += h
-    x = zm_make(args.batch)
-    call = _caller(model, x)
     with torch.no_grad():
         for _ in range(3):
             call()
@@ -85,7 +96,7 @@ def main() -> None:
                 call()
     meas: dict[str, float] = defaultdict(float)
     for ev in prof.key_averages():
-        if ev.key.startswith("aten::"):
+        if ev.key.startswith(("aten::", "prim::")):
             meas[ev.key] += ev.self_cpu_time_total / 5 / 1e6
     total = sum(meas.values())
     print(f"{args.model} b{args.batch}: profiled aten self-CPU {total * 1e3:.2f} ms/pass; "
@@ -147,12 +158,25 @@ _TOP_LEVEL_CLASS = {
     "bmm": "bmm", "batch_norm": "norm", "layer_norm": "norm", "group_norm": "norm",
     "scaled_dot_product_attention": "attention", "softmax": "softmax",
     "adaptive_avg_pool2d": "pool", "max_pool2d": "pool", "avg_pool2d": "pool",
-    "embedding": "embedding", "mean": "reduction", "sum": "reduction"}
+    "embedding": "embedding", "mean": "reduction", "sum": "reduction",
+    "mkldnn_convolution": "conv", "to_mkldnn": "copy", "to_dense": "copy"}
 _VIEWS = {"view", "reshape", "permute", "transpose", "flatten", "select", "unbind", "t",
           "expand", "squeeze", "unsqueeze", "slice", "split", "chunk", "contiguous"}
 
 
-def _by_class(pred: Predictor, prog: Any, model: torch.nn.Module, x: Any, title: str) -> None:
+def _top_level(ev: Any) -> bool:
+    """An aten or prim operator call with no such call above it."""
+    if not ev.name.startswith(("aten::", "prim::")):
+        return False
+    parent = ev.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(("aten::", "prim::")):
+            return False
+        parent = parent.cpu_parent
+    return True
+
+
+def _by_class(pred: Predictor, prog: Any, call: Callable[[], object], title: str) -> None:
     import statistics
     import time
 
@@ -166,7 +190,7 @@ def _by_class(pred: Predictor, prog: Any, model: torch.nn.Module, x: Any, title:
         row[0] += 1
         row[1] += d
         row[2] += h
-    call, reps = _caller(model, x), 20
+    reps = 20
     with torch.no_grad():
         for _ in range(reps):
             call()
@@ -181,8 +205,8 @@ def _by_class(pred: Predictor, prog: Any, model: torch.nn.Module, x: Any, title:
                 call()
     measured: dict[str, float] = defaultdict(float)
     for ev in prof.events():
-        if ev.cpu_parent is None and ev.name.startswith("aten::"):
-            op = ev.name[6:].rstrip("_")
+        if _top_level(ev):
+            op = ev.name.split("::", 1)[1].rstrip("_")
             cls = "view" if op in _VIEWS else _TOP_LEVEL_CLASS.get(op, "elementwise")
             measured[cls] += ev.cpu_time_total / reps / 1e6
     print(f"{title}: wall {statistics.median(walls) * 1e3:.2f} ms; profiled top-level aten "

@@ -92,10 +92,12 @@ def build_framework_programs(framework: str, device: str, quick: bool) -> Framew
         b = int(p.inputs[0].shape[0])  # lowerings resize every input's dim 0 to the batch
         t0 = time.perf_counter()
         try:
+            # the runner first: the artifact it builds also serves the lowering
+            run[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
             prog = fw.program(p.module, p.inputs, b, trace(p.module, p.inputs),
                               device=dev_type, dtype="fp32")
-            run[p.name] = fw.runner(p.module, p.inputs, b, device=dev_type, dtype="fp32")
         except FrameworkUnsupported:
+            run.pop(p.name, None)
             continue
         build_s[p.name] = time.perf_counter() - t0
         events[p.name] = {k: int(v) for k, v in prog.host_events.items() if v}

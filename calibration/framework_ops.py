@@ -184,10 +184,12 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             prog, fns[s.label] = channels_last_run(s)
         else:
             try:
+                # the runner first: the artifact it builds also serves the lowering
+                fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
                 prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
                                       device=dev_type, dtype="fp32")
-                fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
             except FrameworkUnsupported as err:
+                fns.pop(s.label, None)
                 raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
                 continue
         main = _main_kernel(prog.kernels, s.op_class)

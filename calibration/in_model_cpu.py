@@ -83,11 +83,13 @@ def _build(net: SyntheticNet, b: int, device: str, partial: HardwareProfile, fw:
         return
     xs = net.make_inputs(b)
     try:
+        # the runner first: the artifact it builds also serves the lowering
+        fns[key] = fw.runner(net.module, xs, b, device=partial.device.type, dtype="fp32")
         programs[key] = fw.program(net.module, xs, b, trace(net.module, xs),
                                    device=partial.device.type, dtype="fp32")
-        fns[key] = fw.runner(net.module, xs, b, device=partial.device.type, dtype="fp32")
     except FrameworkUnsupported:
         programs.pop(key, None)
+        fns.pop(key, None)
 
 
 def _rows(nets: InModelNetworks, partial: HardwareProfile, heap: str | None = None

@@ -342,8 +342,10 @@ class ArtifactCache(Generic[T]):
         self._data: OrderedDict[tuple[Any, ...], _Entry[T]] = OrderedDict()
         self._shared: OrderedDict[tuple[Any, ...], T] = OrderedDict()
 
-    def get_or_build(self, model: nn.Module, key: tuple[Any, ...], build: Callable[[], T],
-                     by_structure: bool = False) -> T:
+    def get(self, model: nn.Module, key: tuple[Any, ...], by_structure: bool = False
+            ) -> T | None:
+        """The artifact built for ``model`` (or, with ``by_structure``, for a model of its
+        structure) under ``key``; None if there is none."""
         full = (id(model), *key)
         hit = self._data.get(full)
         if hit is not None and hit.ref() is model:
@@ -353,6 +355,14 @@ class ArtifactCache(Generic[T]):
         if by_structure and shared in self._shared:
             self._shared.move_to_end(shared)
             return self._shared[shared]
+        return None
+
+    def get_or_build(self, model: nn.Module, key: tuple[Any, ...], build: Callable[[], T],
+                     by_structure: bool = False) -> T:
+        hit = self.get(model, key, by_structure)
+        if hit is not None:
+            return hit
+        full, shared = (id(model), *key), (structure_key(model), *key)
         value = build()
         self._data[full] = _Entry(weakref.ref(model), value)
         self._data.move_to_end(full)

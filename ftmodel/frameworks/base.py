@@ -16,10 +16,11 @@ listed and compared; :func:`framework_names` selects from it by device type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
-
 
 from ftmodel.errors import UnknownNameError
 from ftmodel.extras import require
@@ -28,7 +29,7 @@ from ftmodel.program import Program
 from ftmodel.tracing.records import Trace
 
 __all__ = ["Framework", "FRAMEWORKS", "ALIASES", "BUILTIN_FRAMEWORKS", "get_framework",
-           "canonical_framework", "framework_names", "ModelLowering", "ModelRunner", "register"]
+           "canonical_framework", "framework_names", "ModelLowering", "ModelRunner", "artifact_room", "register"]
 
 # The frameworks ftmodel ships, in the order they are listed and compared. Each registers itself
 # when its module (ftmodel.frameworks.<name>, or the one named in _MODULE_OF) is imported.
@@ -192,3 +193,24 @@ def _load_builtin_frameworks() -> None:
 
     for name in BUILTIN_FRAMEWORKS:
         importlib.import_module(f"ftmodel.frameworks.{_MODULE_OF.get(name, name)}")
+
+
+@contextlib.contextmanager
+def artifact_room(framework: str, n: int) -> Iterator[None]:
+    """Let the artifact cache of framework ``framework`` (its module's ``CACHE``, where it keeps
+    one) hold at least ``n`` entries while inside, so that work over many models or batches
+    reuses what it built instead of building it again."""
+    try:
+        cache = getattr(importlib.import_module(
+            f"ftmodel.frameworks.{_MODULE_OF.get(framework, framework)}"), "CACHE", None)
+    except ImportError:
+        cache = None
+    if cache is None or not hasattr(cache, "maxsize"):
+        yield
+        return
+    old = cache.maxsize
+    cache.maxsize = max(old, n)
+    try:
+        yield
+    finally:
+        cache.maxsize = old

@@ -6,6 +6,11 @@ and captures each graph's wrapper module (the Python code inductor generates and
 that ``run_and_get_code`` calls ``torch._dynamo.reset()``: other compiled functions in the
 process recompile on their next call.
 
+A Program for a prediction needs the code only: for the CPU target, lowering generates it
+without compiling its C++ kernels (:mod:`ftmodel.frameworks.inductor_codegen`), and keeps that
+artifact apart from the runnable ones the runner compiles (a runnable one, where built, serves
+lowering as well).
+
 This module compiles and runs; :mod:`ftmodel.frameworks.inductor_lower` turns the captured
 wrapper code into a Program (its counting semantics are there).
 """
@@ -33,6 +38,7 @@ from ftmodel.frameworks._common import (
     trace_dtype,
 )
 from ftmodel.frameworks.base import Framework, register
+from ftmodel.frameworks.inductor_codegen import kernels_not_compiled
 from ftmodel.frameworks.inductor_cpp import triton_kernels
 from ftmodel.frameworks.inductor_gpu import from_cpu_schedule
 from ftmodel.program import Program
@@ -53,8 +59,13 @@ class InductorArtifact:
     n_breaks: int
     target: str = "cpu"  # what it was compiled for: "cpu" | "cuda"
     gpu_program: Program | None = None  # a CPU target's program read as the GPU's (lazily)
+    runnable: bool = True  # False: code generated, kernels never compiled (lowering only)
 
     def run(self) -> object:
+        if not self.runnable:
+            raise InvalidArgumentError(
+                "this inductor artifact was generated for lowering only (its C++ kernels were "
+                "never compiled) and cannot run; build it with compile_kernels=True")
         args, kwargs = self.example
         with torch.no_grad():
             return self.compiled(*args, **kwargs)
@@ -91,8 +102,13 @@ def _check_toolchain(device: str, run: bool = False) -> str:
 
 
 def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,
-          dtype: str = "fp32", device: str = "cpu") -> InductorArtifact:
-    """Compile, warm up, capture the wrapper code and lower it (uncached)."""
+          dtype: str = "fp32", device: str = "cpu", compile_kernels: bool = True
+          ) -> InductorArtifact:
+    """Compile, warm up, capture the wrapper code and lower it (uncached). Without
+    ``compile_kernels``, a CPU target's C++ kernels are generated but not compiled
+    (:mod:`ftmodel.frameworks.inductor_codegen`): the same code and Program, in a fraction of
+    the time, and an artifact that cannot run. Should that warm-up call fail (code run eagerly
+    between graphs that trips over a generated kernel's unwritten output), it compiles for real."""
     from torch._dynamo.utils import graph_break_reasons
     from torch._inductor.utils import run_and_get_code
 
@@ -102,36 +118,56 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     net = model_in_dtype(model, dtype, dev)
     inp = real_inputs(model, inputs, batch, dtype, dev)
+    code_only = not compile_kernels and dev == "cpu"
     with eval_no_grad(net), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = torch.compile(net, backend="inductor", dynamic=False)
-        try:
-            _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
-        except Exception as err:
-            raise feasibility.from_export_error(NAME, err, trace) from err
-        n_breaks = len(graph_break_reasons)
+        codes: list[str] | None = None
+        if code_only:
+            try:
+                with kernels_not_compiled():
+                    compiled = torch.compile(net, backend="inductor", dynamic=False)
+                    _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
+                    n_breaks = len(graph_break_reasons)
+            except Exception:  # noqa: BLE001 - retried below, compiled for real
+                code_only, codes = False, None
+        if codes is None:
+            compiled = torch.compile(net, backend="inductor", dynamic=False)
+            try:
+                _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
+            except Exception as err:
+                raise feasibility.from_export_error(NAME, err, trace) from err
+            n_breaks = len(graph_break_reasons)
     shapes = frozenset(tuple(t.shape) for t in inp.tensors())
     # recurrent layers always run eagerly; with no graph compiled at all (dynamo skipped the
     # forward, e.g. at a recurrent layer it could not break around) the whole model does
     eager_paths = recurrent_paths(net) if codes else ("",)
     program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes,
                          eager_paths=eager_paths)
-    return InductorArtifact(compiled, (inp.args, inp.kwargs), codes, program, n_breaks, dev)
+    return InductorArtifact(None if code_only else compiled, (inp.args, inp.kwargs), codes,
+                            program, n_breaks, dev, runnable=not code_only)
 
 
 def _artifact(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None,
               device: str, dtype: str | None, run: bool = False,
               shared: bool = False) -> InductorArtifact:
     """The cached artifact; ``shared``: one compiled for another model of the same structure
-    will do (its Program, not its compiled module, is what the caller uses)."""
+    will do (its Program, not its compiled module, is what the caller uses). Without ``run``,
+    a runnable artifact already built serves, and otherwise one whose kernels were never
+    compiled is built (lowering only)."""
     dtype = dtype or trace_dtype(trace)
     feasibility.precheck(NAME, trace)
     dev = _check_toolchain(device, run)
     with torch.no_grad():
         sig = input_signature(real_inputs(model, inputs, batch, dtype, "cpu"))
-    return CACHE.get_or_build(model, (batch, dtype, dev, sig),
-                              lambda: build(model, inputs, batch, trace, dtype=dtype,
-                                            device=dev), by_structure=shared)
+    key = (batch, dtype, dev, sig)
+    if not run:
+        built = CACHE.get(model, (*key, "runnable"), by_structure=shared)
+        if built is not None:
+            return built
+    return CACHE.get_or_build(
+        model, (*key, "runnable" if run else "code"),
+        lambda: build(model, inputs, batch, trace, dtype=dtype, device=dev,
+                      compile_kernels=run), by_structure=shared)
 
 
 def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None = None, *,

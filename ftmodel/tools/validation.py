@@ -12,7 +12,7 @@ Frameworks that need a GPU cannot be measured on a CPU.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from torch import nn
 
 from ftmodel.api import Predictor
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.frameworks.base import Framework
+from ftmodel.frameworks.base import Framework, artifact_room
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.inputs import ModelInputs, resolve_inputs
 
@@ -57,27 +57,6 @@ def eager_call(model: nn.Module, inp: ModelInputs) -> Callable[[], object]:
         with torch.no_grad():
             return model(*inp.args, **inp.kwargs)
     return run
-
-
-@contextlib.contextmanager
-def _artifact_room(framework: Framework, n: int) -> Iterator[None]:
-    """Let the framework's artifact cache hold ``n`` entries (all batches + crossover's 1, 2),
-    so the runners reuse what the predictions built instead of building it again."""
-    import importlib
-    try:
-        cache = getattr(importlib.import_module(f"ftmodel.frameworks.{framework.name}"), "CACHE",
-                        None)
-    except ImportError:
-        cache = None
-    if cache is None or not hasattr(cache, "maxsize"):
-        yield
-        return
-    old = cache.maxsize
-    cache.maxsize = max(old, n)
-    try:
-        yield
-    finally:
-        cache.maxsize = old
 
 
 def _limits(framework: Framework) -> contextlib.AbstractContextManager[Any]:
@@ -122,10 +101,17 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
     preds: dict[tuple[str, int], Any] = {}
     fns: dict[tuple[str, int], Callable[[], object]] = {}
     kept: list[LiveModel] = []
-    with _artifact_room(fw, len(batches) + 3), _limits(fw):
+    # room for every batch's artifact and the crossover's batches 1 and 2
+    with artifact_room(fw.name, len(batches) + 3), _limits(fw):
         for lm in models:
             model = lm.model.eval()
             try:
+                # the runners first: a framework's artifact built to run also serves the
+                # prediction's lowering
+                if fw.runner is not None:
+                    for b in batches:
+                        fns[(lm.name, b)] = fw.runner(model, lm.make_inputs, b, device=device,
+                                                      dtype=predictor.dtype)
                 for b, p in zip(batches, predictor.predict(model, list(batches),
                                                            lm.make_inputs)):
                     preds[(lm.name, b)] = p
@@ -134,10 +120,6 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
                     for b in batches:
                         fns[(lm.name, b)] = eager_call(model, resolve_inputs(
                             model, lm.make_inputs(b), b).map(lambda t: t.to(device)))
-                else:
-                    for b in batches:
-                        fns[(lm.name, b)] = fw.runner(model, lm.make_inputs, b, device=device,
-                                                      dtype=predictor.dtype)
             except (FrameworkUnsupported, BackendUnavailable) as err:
                 if on_skip is None:
                     raise

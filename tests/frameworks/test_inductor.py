@@ -14,7 +14,9 @@ import ftmodel
 import ftmodel.frameworks.eager
 from ftmodel.frameworks import inductor as ind
 from ftmodel.frameworks.base import get_framework
+from ftmodel.errors import InvalidArgumentError
 from ftmodel.frameworks.inductor_code import name_tokens
+from ftmodel.program import Program
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     shutil.which("g++") is None and shutil.which("c++") is None,
@@ -113,6 +115,65 @@ def test_cnn_counts_match_generated_code() -> None:
     assert not any(k.members[0].startswith("extern_kernels.native_batch_norm")
                    for k in prog.kernels)
     assert prog.macs == ftmodel.trace(model, x, b).total_macs
+
+
+def _cnn() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 4), nn.Softmax(-1)).eval()
+    return model, torch.randn(1, 3, 8, 8)
+
+
+def _kernels(prog: Program) -> list[tuple[object, ...]]:
+    return [(k.op_class, k.macs, k.bytes_read, k.bytes_written, k.variant)
+            for k in prog.kernels]
+
+
+def test_lowering_generates_inductors_code_without_compiling_its_kernels(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._inductor import codecache
+
+    model, x = _cnn()
+    b = 3
+
+    def no_compiler(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a C++ kernel was compiled for a lowering")
+
+    with monkeypatch.context() as m:
+        m.setattr(codecache.CppPythonBindingsCodeCache, "load_pybinding", no_compiler)
+        m.setattr(codecache.CppPythonBindingsCodeCache, "load_pybinding_async", no_compiler)
+        m.setattr(codecache.CppCodeCache, "load", no_compiler)
+        code_only = ind.build(model, x, b, ftmodel.trace(model, x, b), compile_kernels=False)
+    assert not code_only.runnable
+    with pytest.raises(InvalidArgumentError, match="lowering only"):
+        code_only.run()
+    compiled = _build(model, x, b)
+    # the same code (but for the graph's serial number), and so the same Program, as the
+    # compiled artifact's
+    def numbered_apart(codes: list[str]) -> list[str]:
+        return [re.sub(r"^# AOT ID: .*$", "", c, flags=re.MULTILINE) for c in codes]
+
+    assert numbered_apart(code_only.codes) == numbered_apart(compiled.codes)
+    assert _kernels(code_only.program) == _kernels(compiled.program)
+    assert code_only.program.n_launches == compiled.program.n_launches > 0
+
+
+def test_a_model_compiled_after_a_lowering_runs_its_real_kernels() -> None:
+    model, x = _cnn()
+    b = 2
+    ind.CACHE.clear()
+    prog = ind.lower_model(model, x, b, ftmodel.trace(model, x, b))
+    expected = model(x.expand(b, -1, -1, -1).contiguous())
+    run = ind.runner(model, x, b)
+    out = run()
+    assert isinstance(out, torch.Tensor)
+    # the stand-in kernels left nothing behind: the compiled model computes the model's values
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    # and a lowering now reuses the runnable artifact
+    assert len(ind.CACHE) == 2  # the lowering's artifact and the runnable one
+    again = ind.lower_model(model, x, b, ftmodel.trace(model, x, b))
+    assert _kernels(again) == _kernels(prog) and len(ind.CACHE) == 2
 
 
 WRAPPER = """
