@@ -303,9 +303,9 @@ class Predictor:
     def crossover_from(self, program: Callable[[int], Program], first_batch: int,
                        warnings: list[str]) -> float | None:
         """The crossover batch from the framework's programs (``program(b)``): at batch 2 and
-        3; for a framework that exports a graph per batch, from ``first_batch``'s alone
-        (:func:`kernel_at_batch`), not two more exports."""
-        if self.framework.exports_graph:
+        3; for a framework that builds an artifact per batch (an export, a compile), from
+        ``first_batch``'s alone (:func:`kernel_at_batch`), not two more builds."""
+        if self.framework.builds_per_batch:
             p0 = program(first_batch)
             p1 = replace(p0, kernels=tuple(kernel_at_batch(k, first_batch, first_batch + 1)
                                            for k in p0.kernels))

@@ -163,9 +163,10 @@ def test_crossover_batch_function(mlp: nn.Module, tiny_profile: HardwareProfile,
 
 def test_an_exported_graph_gives_the_crossover_from_the_first_batch_alone(
         tiny_profile: HardwareProfile) -> None:
-    # TorchScript and ONNX Runtime export a graph per batch: their crossover comes from the
-    # first requested batch's program, MACs and non-weight bytes in proportion to batch,
-    # not from two more exports; on an MLP (work affine in batch) both ways agree
+    # TorchScript, ONNX Runtime and inductor build an artifact per batch (an export, a
+    # compile): their crossover comes from the first requested batch's program, MACs and
+    # non-weight bytes in proportion to batch, not from two more builds; on an MLP (work
+    # affine in batch) both ways agree
     import dataclasses
 
     from ftmodel.api import Predictor, kernel_at_batch
@@ -182,7 +183,9 @@ def test_an_exported_graph_gives_the_crossover_from_the_first_batch_alone(
     want = eager.crossover_from(program, 5, [])
     assert sorted(programs) == [2, 3] and want is not None
     exported = Predictor("eager", tiny_profile)
-    exported.framework = dataclasses.replace(eager.framework, exports_graph=True)
+    exported.framework = dataclasses.replace(eager.framework,
+                                             lower_model=lambda *a, **k: programs[5])
+    assert exported.framework.builds_per_batch and not eager.framework.builds_per_batch
     programs.clear()
     got = exported.crossover_from(program, 5, [])
     assert sorted(programs) == [5]  # one program

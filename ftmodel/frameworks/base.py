@@ -106,6 +106,12 @@ class Framework:
         return [c for c in self.calibrated_curves if own + c not in device.op_classes]
 
     @property
+    def builds_per_batch(self) -> bool:
+        """Whether its Program comes from an artifact of its own built for each batch size (an
+        export, a compile: :attr:`lower_model`), so that another batch's Program costs a build."""
+        return self.lower_model is not None
+
+    @property
     def runnable(self) -> bool:
         """Whether ftmodel can run this framework to measure it (calibration, validation):
         through its :attr:`runner`, or as the model's own forward when it builds no artifact of

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+from typing import Any
 
 import pytest
 import torch
@@ -174,6 +175,34 @@ def test_a_model_compiled_after_a_lowering_runs_its_real_kernels() -> None:
     assert len(ind.CACHE) == 2  # the lowering's artifact and the runnable one
     again = ind.lower_model(model, x, b, ftmodel.trace(model, x, b))
     assert _kernels(again) == _kernels(prog) and len(ind.CACHE) == 2
+
+
+def test_a_prediction_compiles_once_per_batch_it_is_asked_for(
+        monkeypatch: pytest.MonkeyPatch, profile_factory: Any) -> None:
+    """The crossover batch comes from the first batch's Program (as for exported graphs), not
+    from two more compiles at batches 2 and 3."""
+    from ftmodel.hardware.profile import FrameworkHost
+    from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
+
+    per = {k: v for k, v in TINY_PER_EVENT_S.items() if k.startswith("kernel:")}
+    prof = profile_factory(name="inductor-cpu", frameworks={
+        "inductor": FrameworkHost(per_event_s=per, per_call_s=TINY_PER_CALL_S)})
+    built: list[int] = []
+    real_build = ind.build
+
+    def counting_build(model: nn.Module, inputs: Any, batch: int, *args: Any,
+                       **kwargs: Any) -> ind.InductorArtifact:
+        built.append(batch)
+        return real_build(model, inputs, batch, *args, **kwargs)
+
+    monkeypatch.setattr(ind, "build", counting_build)
+    ind.CACHE.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT)).eval()
+    ps = ftmodel.predict_latency(model, "inductor", prof, [4, 8], inputs=torch.randn(1, IN))
+    assert sorted(built) == [4, 8]
+    assert ps[0].crossover_batch is None or ps[0].crossover_batch > 0
+    assert ps[0].macs == 4 * (IN * HID + HID * OUT)
 
 
 WRAPPER = """
