@@ -9,7 +9,7 @@ execution provider — emulated on the CPU where the provider is not usable — 
 the same prediction again (cached: the lowered artifact is kept per model, batch, dtype and
 provider), another batch size (a new export), and a second model instance of the same structure
 (its Program is the first instance's: lowering is cached per architecture too,
-``ftmodel.frameworks._common.structure_key``).
+``ftmodel.frameworks.artifact_cache.structure_key``).
 Wall-clock seconds of ``predict_latency``, one run each.
 """
 

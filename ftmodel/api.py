@@ -4,9 +4,10 @@
 framework launches, prices host events with the host profile and kernels with the device profile,
 and runs the host/device timelines. The crossover batch comes from the same predicted curves
 over continuous batch: per-kernel work is affine in batch (traced at batch 2 and 3), host
-overhead is constant in batch. Frameworks that export a graph per batch (TorchScript, ONNX
-Runtime) take it from the first requested batch's graph instead, each kernel's MACs and
-non-weight bytes proportional to batch (:func:`kernel_at_batch`), not two more exports.
+overhead is constant in batch. Frameworks that build an artifact per batch (TorchScript, ONNX
+Runtime, inductor) take it from the first requested batch's Program instead, each kernel's MACs
+and non-weight bytes proportional to batch (:func:`ftmodel.batch_scaling.kernel_at_batch`),
+not two more builds.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ftmodel.estimate.launches import expand_launches
 from ftmodel.estimate.timeline import (Timeline, crossover, host_costs_s, kernel_host_costs_s,
                                        run_timeline)
 from ftmodel.frameworks.base import get_framework
+from ftmodel.batch_scaling import kernel_at_batch, kernel_between_batches
 from ftmodel.program import Kernel, Program, entry_launches
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.plain_objects import maker
@@ -96,43 +98,6 @@ def _layers(program: Program, tl: Timeline) -> tuple[LayerCost, ...]:
 
 
 _make_layer = maker(LayerCost)
-
-
-def _scaled(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) -> Kernel:
-    """The kernel at continuous batch b: its work affine through batch b1 and b1 + 1."""
-    def lin(a: int, c: int) -> int:
-        return int(max(0.0, a + (c - a) * (b - b1)))
-
-    def operands(o1: tuple[tuple[int, int], ...], o2: tuple[tuple[int, int], ...]
-                 ) -> tuple[tuple[int, int], ...]:
-        if len(o1) != len(o2):
-            return o1
-        return tuple((sid, lin(n1, n2)) for (sid, n1), (_, n2) in zip(o1, o2))
-
-    return replace(k1, macs=lin(k1.macs, k2.macs), bytes_read=lin(k1.bytes_read, k2.bytes_read),
-                   bytes_written=lin(k1.bytes_written, k2.bytes_written),
-                   bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
-                   weight_reads=max(1, lin(k1.weight_reads, k2.weight_reads)),
-                   reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes),
-                   planes=lin(k1.planes, k2.planes))
-
-
-def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
-    """Kernel ``k`` of a program at batch ``b0``, at batch ``b``: MACs, bytes written and bytes
-    read other than weights in proportion to batch, weights as they are (read once per image
-    where the kernel does so, ``Kernel.weights_per_image``)."""
-    r = b / b0
-
-    def per_batch(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-        return tuple((sid, int(n * r)) for sid, n in ops)
-
-    act = max(k.bytes_read - k.bytes_weights, 0)
-    reads = k.reads if k.bytes_weights else per_batch(k.reads)
-    weight_reads = max(1, round(k.weight_reads * r)) if k.weights_per_image else k.weight_reads
-    return replace(k, macs=int(k.macs * r), bytes_read=int(k.bytes_weights + act * r),
-                   bytes_written=int(k.bytes_written * r), reads=reads,
-                   writes=per_batch(k.writes), weight_reads=weight_reads,
-                   planes=int(k.planes * r))
 
 
 class Predictor:
@@ -291,7 +256,7 @@ class Predictor:
         overhead = self.program_timeline(p1).overhead_s
 
         def compute_at(b: float) -> float:
-            ks = tuple(_scaled(k1, k2, b, b1) for k1, k2 in zip(p1.kernels, p2.kernels))
+            ks = tuple(kernel_between_batches(k1, k2, b, b1) for k1, k2 in zip(p1.kernels, p2.kernels))
             im = self.fw_host.in_model
             moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
             hot, cold = self.hot_cold_times_s(ks, [])

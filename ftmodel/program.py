@@ -43,7 +43,7 @@ class Kernel:
     # (ONNX Runtime's NCHWc convolutions); 1 for a kernel that reads them once
     weight_reads: int = 1
     # whether ``weight_reads`` is the batch's image count (so it follows the batch when the
-    # kernel is re-sized to another batch, ftmodel.api.kernel_at_batch)
+    # kernel is re-sized to another batch, ftmodel.batch_scaling.kernel_at_batch)
     weights_per_image: bool = False
     # the (image, channel) planes a per-channel op loops over one by one (batch norm: N·C;
     # ftmodel.tracing.variants.planes_of); 0 = not counted. Priced by a device profile's

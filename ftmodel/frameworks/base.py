@@ -29,7 +29,8 @@ from ftmodel.program import Program
 from ftmodel.tracing.records import Trace
 
 __all__ = ["Framework", "FRAMEWORKS", "ALIASES", "BUILTIN_FRAMEWORKS", "get_framework",
-           "canonical_framework", "framework_names", "ModelLowering", "ModelRunner", "artifact_room", "register"]
+           "canonical_framework", "framework_names", "ModelLowering", "ModelRunner",
+           "artifact_room", "register"]
 
 # The frameworks ftmodel ships, in the order they are listed and compared. Each registers itself
 # when its module (ftmodel.frameworks.<name>, or the one named in _MODULE_OF) is imported.

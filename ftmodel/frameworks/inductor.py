@@ -29,8 +29,8 @@ from torch import nn
 
 from ftmodel.errors import BackendUnavailable, InvalidArgumentError
 from ftmodel.frameworks import feasibility
+from ftmodel.frameworks.artifact_cache import ArtifactCache
 from ftmodel.frameworks._common import (
-    ArtifactCache,
     eval_no_grad,
     input_signature,
     model_in_dtype,
@@ -118,25 +118,28 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     net = model_in_dtype(model, dtype, dev)
     inp = real_inputs(model, inputs, batch, dtype, dev)
+    def capture() -> tuple[Any, list[str], int]:
+        """(the compiled module, each graph's wrapper code, graph breaks) after one call."""
+        compiled = torch.compile(net, backend="inductor", dynamic=False)
+        _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
+        return compiled, codes, len(graph_break_reasons)
+
     code_only = not compile_kernels and dev == "cpu"
     with eval_no_grad(net), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        codes: list[str] | None = None
+        captured = None
         if code_only:
             try:
                 with kernels_not_compiled():
-                    compiled = torch.compile(net, backend="inductor", dynamic=False)
-                    _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
-                    n_breaks = len(graph_break_reasons)
+                    captured = capture()
             except Exception:  # noqa: BLE001 - retried below, compiled for real
-                code_only, codes = False, None
-        if codes is None:
-            compiled = torch.compile(net, backend="inductor", dynamic=False)
+                code_only = False
+        if captured is None:
             try:
-                _, codes = run_and_get_code(compiled, *inp.args, **inp.kwargs)
+                captured = capture()
             except Exception as err:
                 raise feasibility.from_export_error(NAME, err, trace) from err
-            n_breaks = len(graph_break_reasons)
+    compiled, codes, n_breaks = captured
     shapes = frozenset(tuple(t.shape) for t in inp.tensors())
     # recurrent layers always run eagerly; with no graph compiled at all (dynamo skipped the
     # forward, e.g. at a recurrent layer it could not break around) the whole model does

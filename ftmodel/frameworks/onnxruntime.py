@@ -28,7 +28,7 @@ is the host profile's ``per_call_s``. There are no module calls. Models ONNX can
 raise :class:`~ftmodel.errors.FrameworkUnsupported` (see :mod:`ftmodel.frameworks.feasibility`).
 Sessions are cached per (model, batch, dtype, provider, input shapes) in a small LRU, so
 repeated predictions and :func:`runner` reuse one export; a prediction for another instance of
-the same architecture (:func:`~ftmodel.frameworks._common.structure_key`) reuses its Program.
+the same architecture (:func:`~ftmodel.frameworks.artifact_cache.structure_key`) reuses its Program.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from torch import nn
 
 from ftmodel.errors import BackendUnavailable, FrameworkUnsupported, InvalidArgumentError
 from ftmodel.frameworks import feasibility, onnx_cuda
+from ftmodel.frameworks.artifact_cache import ArtifactCache
 from ftmodel.frameworks._common import (
-    ArtifactCache,
     PositionalModule,
     eval_no_grad,
     input_signature,

@@ -66,8 +66,8 @@ import torch
 from torch import nn
 
 from ftmodel.frameworks import feasibility
+from ftmodel.frameworks.artifact_cache import ArtifactCache
 from ftmodel.frameworks._common import (
-    ArtifactCache,
     PositionalModule,
     eval_no_grad,
     input_signature,

@@ -101,7 +101,7 @@ def compare_live_many(models: Sequence[LiveModel], batches: Sequence[int],
     preds: dict[tuple[str, int], Any] = {}
     fns: dict[tuple[str, int], Callable[[], object]] = {}
     kept: list[LiveModel] = []
-    # room for every batch's artifact and the crossover's batches 1 and 2
+    # room for every batch's artifact, with a few to spare
     with artifact_room(fw.name, len(batches) + 3), _limits(fw):
         for lm in models:
             model = lm.model.eval()

@@ -1,4 +1,4 @@
-"""ftmodel.frameworks._common.ArtifactCache and structure_key: built artifacts reused per model,
+"""ftmodel.frameworks.artifact_cache.ArtifactCache and structure_key: built artifacts reused per model,
 and per architecture where only the Program is wanted."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ftmodel.frameworks._common import ArtifactCache, structure_key
+from ftmodel.frameworks.artifact_cache import ArtifactCache, structure_key
 
 
 def _mlp(width: int = 32, seed: int = 0) -> nn.Module:
