@@ -26,7 +26,10 @@ slows the nodes it times, by several microseconds each and unevenly.
 TorchScript runs aten kernels, which the shared curves price, except its prepacked oneDNN
 convolutions (``prim::mkldnn_convolution``): those get curves of their own, keyed by that op
 (``torchscript/conv@mkldnn_convolution``), so its other convolution nodes (``aten::conv1d``,
-which oneDNN's frozen-graph pass does not take) keep eager's.
+which oneDNN's frozen-graph pass does not take) keep eager's. Each such sample's time is the
+oneDNN call its frozen graph makes, on an input already in the blocked layout a previous
+convolution leaves (:func:`~ftmodel.calibration.runtime_timing.ts_prepacked_conv`), less the
+floor sample's call: the reorders around a lone convolution's graph are not part of it.
 
 Inductor hands convolutions to aten too, but on channels-last tensors of its own layout choice,
 for which oneDNN picks other kernels than for eager's NCHW ones (MobileNet-V3 at batch 4 ran 2.4x
@@ -56,7 +59,7 @@ import torch
 
 from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
-from ftmodel.calibration.runtime_timing import ort_node_share, ts_conv_chain
+from ftmodel.calibration.runtime_timing import ort_node_share, ts_prepacked_conv
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
 from ftmodel.errors import FrameworkUnsupported
@@ -124,8 +127,9 @@ FRAMEWORK_SWEEPS: dict[str, FrameworkSweep] = {
     # convolutions optimize_for_inference hands to oneDNN with prepacked weights
     # (prim::mkldnn_convolution), which eager's curves over-price (eager reorders weights on
     # every call); a tiny one costs ~23 us, which its host programs price per kernel. Each sample
-    # is timed inside a frozen graph after a depthwise convolution, its input already blocked
-    # (ts_conv_chain): timed alone, its to_mkldnn/to_dense and input reorder dominate. And its
+    # is the oneDNN call its frozen graph makes, on an input already blocked, its output left
+    # blocked (ts_prepacked_conv): in a graph of its own, its to_mkldnn/to_dense reorders
+    # dominate, and behind another convolution the two graphs' output reorders differ. And its
     # linear layers: freezing transposes their weights once, so they run as aten::matmul on a
     # contiguous (in, out) matrix, then the bias add, not eager's addmm on the transposed view
     # (torch/csrc/jit/passes/frozen_linear_transpose.cpp)
@@ -222,8 +226,8 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             if s.label in mains and not s.is_floor:
                 shares[s.label] = ort_node_share(
                     s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
-    elif framework == "torchscript":  # its prim:: ops, after another convolution
-        node_times = _ts_chain_times(samples, mains, pricer, rounds=rounds, round_s=round_s)
+    elif framework == "torchscript":  # its prim:: convolutions, on a blocked input
+        node_times = _ts_prepacked_times(samples, mains, rounds=rounds, round_s=round_s)
     rows: list[tuple[float, float, float, float]] = []
     for s in samples:
         if s.is_floor or s.label not in fns or s.family not in floors:
@@ -254,40 +258,22 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     return OpClassData("samples", tuple(rows)), raw, main_op
 
 
-def _ts_chain_times(samples: Sequence[OpSample], mains: dict[str, tuple[Kernel, float]],
-                    pricer: DeviceModel, *, rounds: int, round_s: float
-                    ) -> dict[str, float]:
-    """Each TorchScript convolution sample's time after another convolution
-    (:func:`~ftmodel.calibration.runtime_timing.ts_conv_chain`): the two graphs of every sample
-    timed in interleaved rounds, the difference of their times less the difference of their
-    reorders back to plain tensors (priced with the shared copy curves, which price them only
-    roughly: at most half the difference is taken off for them). (Timed instead by
-    torch.profiler, once per graph, the same 512-channel 3x3 convolution read 0.38-1.07 ms on
-    the EPYC from one calibration to the next.)"""
-    fw = get_framework("torchscript")
-    assert fw.lower_model is not None and fw.runner is not None
-    fns: dict[tuple[str, str], Callable[[], object]] = {}
-    reorder_s: dict[str, float] = {}
+def _ts_prepacked_times(samples: Sequence[OpSample], mains: dict[str, tuple[Kernel, float]],
+                        *, rounds: int, round_s: float) -> dict[str, float]:
+    """Each TorchScript convolution sample's oneDNN convolution, called as its frozen graph
+    calls it on a blocked input (:func:`~ftmodel.calibration.runtime_timing.ts_prepacked_conv`),
+    timed in interleaved rounds; label -> seconds. (Timed instead by torch.profiler, once per
+    graph, the same 512-channel 3x3 convolution read 0.38-1.07 ms on the EPYC from one
+    calibration to the next; as the difference of two frozen graphs, it carried the
+    difference of their output reorders.)"""
+    fns: dict[str, Callable[[], object]] = {}
     for s in samples:
-        chain = ts_conv_chain(s) if s.label in mains else None
-        if chain is None:
-            continue
-        b = _batch_of(s)
-        copies_s = []
-        for part, module in zip(("both", "pre"), chain):
-            fns[(s.label, part)] = fw.runner(module, s.inputs, b, device="cpu", dtype="fp32")
-            prog = fw.lower_model(module, s.inputs, b, trace(module, s.inputs), device="cpu",
-                                  dtype="fp32")
-            copies = [k for k in prog.kernels if k.op_class == "copy"]
-            copies_s.append(float(pricer.kernel_times_s(copies).sum()) if copies else 0.0)
-        reorder_s[s.label] = copies_s[0] - copies_s[1]
+        run = ts_prepacked_conv(s) if s.label in mains else None
+        if run is not None:
+            fns[s.label] = run
     with torch.no_grad():
         timed = measure_interleaved(fns, rounds=rounds, round_s=round_s)
-    out: dict[str, float] = {}
-    for label, reorder in reorder_s.items():
-        diff_s = timed[(label, "both")].time_s - timed[(label, "pre")].time_s
-        out[label] = max(diff_s - min(reorder, _MAX_OTHERS_SHARE * diff_s), 1e-9)
-    return out
+    return {label: m.time_s for label, m in timed.items()}
 
 
 def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],

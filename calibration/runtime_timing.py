@@ -1,6 +1,6 @@
 """A runtime's own timing of one op sample, for the framework curves of
-:mod:`ftmodel.calibration.framework_ops`: the frozen TorchScript graphs that time a prepacked
-oneDNN convolution as a model runs it (after another convolution), and the share of an ONNX
+:mod:`ftmodel.calibration.framework_ops`: the prepacked oneDNN convolution TorchScript's frozen
+graph runs, called as a model calls it (on a blocked input), and the share of an ONNX
 Runtime session's node time its profiler gives the sample's main node; and the chains of the
 cache probe (:mod:`ftmodel.calibration.cache`) run as a runtime's sessions
 (:data:`RUNTIME_CHAINS`).
@@ -24,7 +24,7 @@ from ftmodel.calibration.ops import OpSample
 from ftmodel.frameworks.base import get_framework
 
 __all__ = ["RUNTIME_CHAINS", "ort_chain", "ort_node_share", "runtime_cache_stage",
-           "ts_conv_chain"]
+           "ts_prepacked_conv"]
 
 
 def ort_chain(net: nn.Module, x: torch.Tensor) -> Callable[[], object]:
@@ -66,25 +66,42 @@ def _warm_reps(run: Callable[[], object], target_s: float, max_reps: int) -> int
     return int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
 
 
-def ts_conv_chain(sample: OpSample) -> tuple[nn.Module, nn.Module] | None:
-    """Two modules whose frozen TorchScript graphs time a convolution sample as a model runs
-    it, its input already in oneDNN's blocked layout as a previous convolution leaves it: a
-    depthwise 1x1 convolution followed by the sample, and that depthwise convolution alone.
-    The difference of their times is the sample's convolution (plus the reorder of its output
-    back to a plain tensor in place of the depthwise one's, which the caller prices). Run
-    alone, the sample's convolution would also reorder its plain input, which in a model only
-    the first one does. The leading convolution is depthwise so that its weights (a few KiB)
-    leave the sample's in cache: a full 1x1 one of 2048 channels holds 16 MiB, and with it a
-    512-channel sample timed 0.45 ms where it runs 0.19 ms alone on the EPYC. None for a
-    sample that is not a 2-d convolution."""
+def ts_prepacked_conv(sample: OpSample) -> Callable[[], torch.Tensor] | None:
+    """A call of the oneDNN convolution TorchScript's frozen graph runs for a 2-d convolution
+    sample, as a model runs it: its weights reordered once, as ``optimize_for_inference``
+    reorders them (``mkldnn_reorder_conv2d_weight``), and its input already in oneDNN's
+    blocked layout, as a previous convolution leaves it (a 1x1 depthwise convolution of unit
+    weights, run once: the values stay the sample's input). The call is
+    ``at::native::mkldnn_convolution``, the function ``prim::mkldnn_convolution`` calls
+    (torch/csrc/jit/passes/frozen_ops_to_mkldnn.cpp), reached through eager dispatch; its
+    output stays blocked. None for a sample that is not an ``nn.Conv2d`` on a 4-d input.
+
+    Why not a frozen graph: a graph of the sample alone also reorders its plain input and its
+    output, and the difference between the sample behind another convolution and that
+    convolution alone leaves the difference of their output reorders in, which the copy
+    curves price only roughly: a 96->16 1x1 convolution on a 112x112 map read 11 us that way
+    on the EPYC, and a 16->96 one at batch 4 on 56x56 1.5x its kernel's time."""
+    conv = sample.module
     x = sample.inputs[0]
-    if x.dim() != 4:
+    if not isinstance(conv, nn.Conv2d) or x.dim() != 4 or isinstance(conv.padding, str):
         return None
-    torch.manual_seed(0)
+    padding, stride = list(conv.padding), list(conv.stride)
+    dilation, groups = list(conv.dilation), conv.groups
     channels = int(x.shape[1])
-    pre = nn.Conv2d(channels, channels, 1, groups=channels, bias=False)
-    pre = pre.eval().requires_grad_(False)
-    return nn.Sequential(pre, sample.module).eval(), pre
+    with torch.no_grad():
+        weight = torch._C._nn.mkldnn_reorder_conv2d_weight(
+            conv.weight.detach().float().to_mkldnn(), padding, stride, dilation, groups)
+        bias = conv.bias.detach().float().to_mkldnn() if conv.bias is not None else None
+        blocked = torch.mkldnn_convolution(
+            x.float().to_mkldnn(), torch.ones(channels, 1, 1, 1).to_mkldnn(), None, [0, 0],
+            [1, 1], [1, 1], channels)
+
+    def run() -> torch.Tensor:
+        out: torch.Tensor = torch.mkldnn_convolution(blocked, weight, bias, padding, stride,
+                                                     dilation, groups)
+        return out
+
+    return run
 
 
 def ort_node_share(sample: OpSample, batch: int, op_type: str, *, target_s: float = 0.04,

@@ -48,8 +48,9 @@ Counting semantics
   (:mod:`ftmodel.estimate.allocator`) follow the frozen graph's storages; constants (weights)
   are read before any write, so they are never allocated.
 * **Device time**: prepacked ``prim::mkldnn_convolution`` kernels on TorchScript's own curves
-  (``torchscript/conv@mkldnn_convolution``, calibrated through TorchScript), other kernels on the
-  shared (eager) curves.
+  (``torchscript/conv@mkldnn_convolution``, calibrated through TorchScript; grouped ones that
+  oneDNN runs as im2col and GEMMs, variant ``mkldnn_prepacked_gemm``, on a curve of their own
+  where the calibration timed three or more), other kernels on the shared (eager) curves.
 * Host events: ``kernel:<class>`` per kernel (the interpreter's per-node cost), ``view``,
   ``jit_node``; the per-call cost is the profile's ``per_call_s``. No module calls: the frozen
   graph has none.

@@ -21,7 +21,7 @@ from ftmodel.frameworks.torchscript_cuda import call_aten_node
 from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
                                                   node_class, special_macs, tensors_in)
 from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
-from ftmodel.tracing.variants import channel_variant
+from ftmodel.tracing.variants import prepacked_conv_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
@@ -165,9 +165,12 @@ class _Interp:
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
         if name == "mkldnn_convolution" and len(ins) >= 2 and ins[0].dim() >= 2:
-            # a prepacked oneDNN convolution: (input, weight, bias, padding, stride, ...)
-            variant = channel_variant("mkldnn_prepacked", int(ins[0].shape[1]),
-                                      int(ins[1].shape[0]), ins[0].dtype)
+            # a prepacked oneDNN convolution: (input, weight, bias, stride, padding, dilation,
+            # groups)
+            groups = args[6] if len(args) > 6 and isinstance(args[6], int) else 1
+            variant = prepacked_conv_variant(
+                int(ins[0].shape[1]), int(ins[1].shape[0]), groups, nbytes_of(ins[:1]),
+                nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
         elif on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED:
             variant = BLOCKED_VARIANT
         else:

@@ -4,7 +4,8 @@
 * Convolutions: the backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
   (:func:`channel_variant`) and whether a grouped convolution runs as im2col and a GEMM per
-  group (:func:`grouped_runs_gemm`); ``_nhwc`` added for a 2-d convolution that inductor runs on
+  group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, also whether
+  they read more weights than input (:func:`prepacked_conv_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
   channels-last tensors (:func:`channels_last_conv_variant`).
 * Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
   their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
@@ -26,8 +27,9 @@ from typing import Any
 import torch
 
 __all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS", "RNN_OPS",
+           "WEIGHT_BOUND",
            "backend_threads", "channel_variant", "channels_last_conv_variant", "conv_variant",
-           "grouped_runs_gemm", "planes_of", "recurrent_share", "rnn_recurrent_share",
+           "grouped_runs_gemm", "planes_of", "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share",
            "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
@@ -102,8 +104,14 @@ GROUPED_GEMM = "_gemm"
 # this for the CPU capability ATen dispatches to (oneDNN 3.x; AVX-512 measured on an AMD EPYC,
 # AVX2 with ONEDNN_MAX_CPU_ISA=AVX2 on the same machine)
 _GROUPED_MULTIPLE = {"AVX512": 4, "AVX512_BF16": 4, "AMX": 4, "AVX2": 8}
+# what ends the variant of a prepacked convolution that reads more bytes of weights than of
+# input (:func:`prepacked_conv_variant`)
+WEIGHT_BOUND = "_weights"
 # a frozen TorchScript graph's oneDNN convolutions, whose weights were reordered once, at freeze
-PREPACKED_VARIANTS = frozenset({"mkldnn_prepacked", "mkldnn_prepacked_unaligned"})
+# (:func:`prepacked_conv_variant`)
+PREPACKED_VARIANTS = frozenset(
+    f"mkldnn_prepacked{kind}{weights}" for kind in ("", "_unaligned", GROUPED_GEMM)
+    for weights in ("", WEIGHT_BOUND))
 
 
 @functools.lru_cache(maxsize=None)
@@ -166,6 +174,23 @@ def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> s
     if block > 1 and c_in > 0 and c_out > 0 and (c_in % block or c_out % block):
         return f"{backend}_unaligned"
     return backend
+
+
+def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
+                           weight_bytes: int, dtype: Any = None) -> str:
+    """The variant of a frozen TorchScript graph's prepacked oneDNN convolution:
+    ``mkldnn_prepacked`` with :data:`GROUPED_GEMM` where oneDNN runs it as im2col and GEMMs
+    (:func:`grouped_runs_gemm`), else :func:`channel_variant`'s, and :data:`WEIGHT_BOUND` added
+    where it reads more bytes of weights than of input (late-stage layers on maps of a few
+    pixels). Those stream their weights: on the EPYC a 960 -> 1280 1x1 one on a 1-px map at
+    batch 4 (4.9 MiB of weights) took 0.97 ms, where a 16 -> 96 1x1 one on a 56-px map at batch
+    4 (4x the MACs, as many bytes, nearly all of them activations) took 0.2 ms; on one curve, the
+    first set a floor under the second that priced it at 0.5 ms."""
+    if grouped_runs_gemm(c_in, c_out, groups):
+        variant = "mkldnn_prepacked" + GROUPED_GEMM
+    else:
+        variant = channel_variant("mkldnn_prepacked", c_in, c_out, dtype)
+    return variant + WEIGHT_BOUND if weight_bytes > input_bytes else variant
 
 
 def conv_variant(args: Sequence[Any]) -> str:

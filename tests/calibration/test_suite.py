@@ -22,6 +22,7 @@ from ftmodel.calibration.update import kept_for_update
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
+from ftmodel.tracing.variants import PREPACKED_VARIANTS
 import numpy as np
 
 from ftmodel.hardware.profile import HostProfile, OpClassData, read_profile
@@ -414,8 +415,7 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert {k.split(":")[0] for k in new - layout} == {
         "torchscript/conv@mkldnn_convolution", "torchscript/conv_grouped@mkldnn_convolution",
         "torchscript/gemm@matmul"}
-    assert {k.split(":", 1)[1] for k in new - layout if ":" in k} <= {
-        "mkldnn_prepacked", "mkldnn_prepacked_unaligned"}
+    assert {k.split(":", 1)[1] for k in new - layout if ":" in k} <= PREPACKED_VARIANTS
     # a reorder of the smallest size costs oneDNN's per-call work: more than a dense copy of
     # the same bytes on the shared curve (which holds the data movement only)
     for curve in ("copy@to_mkldnn", "copy@to_dense"):

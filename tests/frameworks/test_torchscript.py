@@ -17,6 +17,7 @@ from ftmodel.frameworks import torchscript as ts
 from ftmodel.frameworks import torchscript_graph as ts_graph
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import HardwareProfile, OpClassData
+from ftmodel.tracing.variants import PREPACKED_VARIANTS, grouped_runs_gemm
 
 IN, HID, OUT = 16, 32, 8
 
@@ -75,6 +76,32 @@ def test_cnn_counts_with_mkldnn_conversion() -> None:
     assert [k.variant for k in prog.kernels][2] == ts_graph.BLOCKED_VARIANT
     assert [k.variant == ts_graph.BLOCKED_VARIANT for k in prog.kernels] == [
         False, False, True, False, False, False]
+
+
+def test_a_convolution_reading_more_weights_than_input_takes_the_weight_bound_variant() -> None:
+    """A late-stage 1x1 convolution on a 2-px map reads 1 MiB of weights and 8 KiB of input:
+    it streams its weights, unlike the 16 -> 96 one on a 32-px map before it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 512, 1), nn.AdaptiveAvgPool2d(2),
+                          nn.Conv2d(512, 512, 1)).eval()
+    prog = _build(model, torch.randn(1, 16, 32, 32), 1).program
+    convs = [k for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
+    assert [k.variant for k in convs] == ["mkldnn_prepacked", "mkldnn_prepacked_weights"]
+    assert all(k.variant in PREPACKED_VARIANTS for k in convs)
+
+
+@pytest.mark.skipif(not grouped_runs_gemm(48, 96, 48),
+                    reason="oneDNN's direct grouped kernels unknown on this CPU")
+def test_a_grouped_convolution_onednn_runs_as_gemms_takes_its_own_variant() -> None:
+    """As eager's: 48 -> 96 channels in 48 groups (two outputs per group) runs as im2col and
+    GEMMs, several times slower per MAC than the depthwise 48 -> 48 beside it, whose variant
+    stays the prepacked one."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(48, 48, 3, padding=1, groups=48),
+                          nn.Conv2d(48, 96, 7, padding=3, groups=48)).eval()
+    prog = _build(model, torch.randn(1, 48, 8, 8), 2).program
+    convs = [k.variant for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
+    assert convs == ["mkldnn_prepacked", "mkldnn_prepacked_gemm"]
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
