@@ -29,10 +29,19 @@ keys of its cache mapping (:meth:`ftmodel.estimate.cache.CacheModel.from_params`
 chain of 1 MiB layers at 26-32 µs per layer where eager took 104, a chain of 16 MiB ones at
 320-424 µs per layer where eager took 840, and a chain of 9 MiB convolutions at 0.47 ms per
 layer where eager's, which re-order their weights on every call, took 4.0 ms.
+
+The grid's longest chain holds 3x the last-level cache, less where memory is short: on a CPU the
+chains alive at once stay within :data:`CHAIN_MEMORY_SHARE` of the memory available when the
+probe starts, a quick calibration stops at :data:`QUICK_CHAIN_BYTES`, and a runtime's sessions
+(each with copies of its chain's weights) are built and timed a few at a time
+(:mod:`ftmodel.calibration.chunks`). A VM reporting a 480 MiB cache had made chains of up to
+1.4 GB, and ONNX Runtime's sessions of them outgrew its 23 GB of memory.
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +49,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ftmodel.calibration.chunks import ChunkBudget
 from ftmodel.estimate.cache import CacheModel
+from ftmodel.machine import available_memory_bytes
 from ftmodel.measure import measure_cold_interleaved, measure_interleaved
 
 __all__ = ["CONV_LAYER_BYTES", "LAYER_BYTES", "ChainRunner", "fit_cache_model",
@@ -78,7 +89,10 @@ def probe_cache(device: str, flush: Callable[[], object], llc_bytes: int, *,
                 rounds: int = 5, quick: bool = False) -> dict[str, Any]:
     """Time the layer chains in eager mode; returns the raw probe (grid, per-layer times, hot,
     cold)."""
-    grid, width, n_wide, _ = _chain_sizes(llc_bytes, quick)
+    # alive at once: every chain of the grid and the wide one, as long as the longest
+    copies = sum(_QUICK_GRID if quick else _FULL_GRID) + 1.0
+    grid, width, n_wide, _ = _chain_sizes(
+        llc_bytes, quick, _max_chain_bytes(copies) if device == "cpu" else None)
     x = torch.randn(1, _WIDTH, device=device)
     xw = torch.randn(1, width, device=device)
     with torch.no_grad():
@@ -108,45 +122,102 @@ def probe_runtime_cache(runner: ChainRunner, llc_bytes: int, *, rounds: int = 5,
     a runtime's ``run`` costs microseconds of its own that a one-layer session would count as
     the layer's. No flushed call: a runtime whose threads sleep through the flush times their
     wake-up (:func:`fit_runtime_cache` takes the shared probe's stream share instead)."""
-    grid, width, n_wide, n_conv = _chain_sizes(llc_bytes, quick)
-    x = torch.randn(1, _WIDTH)
-    with torch.no_grad():
-        fns: dict[Any, Callable[[], object]] = {
-            "floor": runner(_chain(1, "cpu", 4), torch.randn(1, 4)),
-            "hot": runner(_chain(1, "cpu"), x)}
-        for n in grid:
-            fns[n] = runner(_chain(n, "cpu"), x)
-        xw = torch.randn(1, width)
-        fns["wide_hot"] = runner(_chain(1, "cpu", width), xw)
-        fns["wide"] = runner(_chain(n_wide, "cpu", width), xw)
-        xc = torch.randn(1, _CONV_CHANNELS, _CONV_MAP, _CONV_MAP)
-        fns["conv_hot"] = runner(_conv_chain(1, "cpu"), xc)
-        fns["conv"] = runner(_conv_chain(n_conv, "cpu"), xc)
-        res = measure_interleaved(fns, rounds=rounds, round_s=0.03, settle_s=settle_s)
-    floor = res["floor"].time_s
-
-    def less_floor(key: Any) -> float:
-        return max(res[key].time_s - floor, 0.0)
-
+    grid, width, n_wide, n_conv = _chain_sizes(llc_bytes, quick,
+                                               _max_chain_bytes(RUNTIME_CHAIN_COPIES))
+    x, xw = torch.randn(1, _WIDTH), torch.randn(1, width)
+    xc = torch.randn(1, _CONV_CHANNELS, _CONV_MAP, _CONV_MAP)
+    chains: list[tuple[Any, Callable[[], nn.Module], torch.Tensor]] = [
+        *((n, functools.partial(_chain, n, "cpu"), x) for n in grid),
+        ("wide_hot", functools.partial(_chain, 1, "cpu", width), xw),
+        ("wide", functools.partial(_chain, n_wide, "cpu", width), xw),
+        ("conv_hot", functools.partial(_conv_chain, 1, "cpu"), xc),
+        ("conv", functools.partial(_conv_chain, n_conv, "cpu"), xc)]
+    less_floor = _runtime_chain_times(runner, chains, rounds=rounds, settle_s=settle_s)
+    floor = less_floor.pop("floor")
     return {"layer_bytes": LAYER_BYTES, "grid_layers": grid, "floor_s": floor,
-            "per_layer_s": [less_floor(n) / n for n in grid], "hot_s": less_floor("hot"),
+            "per_layer_s": [less_floor[n] / n for n in grid], "hot_s": less_floor["hot"],
             "wide_layer_bytes": width * width * 4, "wide_layers": n_wide,
-            "wide_per_layer_s": less_floor("wide") / n_wide, "wide_hot_s": less_floor("wide_hot"),
+            "wide_per_layer_s": less_floor["wide"] / n_wide, "wide_hot_s": less_floor["wide_hot"],
             "conv_layer_bytes": CONV_LAYER_BYTES, "conv_layers": n_conv,
-            "conv_per_layer_s": less_floor("conv") / n_conv, "conv_hot_s": less_floor("conv_hot")}
+            "conv_per_layer_s": less_floor["conv"] / n_conv, "conv_hot_s": less_floor["conv_hot"]}
 
 
-def _chain_sizes(llc_bytes: int, quick: bool) -> tuple[list[int], int, int, int]:
-    """The narrow chains' lengths (up to 3x the cache), the wide layers' width, and how many
-    wide and convolution layers make a chain as long (in bytes) as the longest narrow one."""
-    top = max(8, int(3 * max(llc_bytes, 8 << 20) / LAYER_BYTES))  # up to 3× the cache
-    grid = sorted({max(1, int(round(top * q))) for q in (
-        (0.05, 0.15, 0.3, 0.45, 0.6, 0.8, 1.0) if quick else
-        (0.03, 0.08, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8, 1.0))})
+def _runtime_chain_times(runner: ChainRunner,
+                         chains: list[tuple[Any, Callable[[], nn.Module], torch.Tensor]], *,
+                         rounds: int, settle_s: float) -> dict[Any, float]:
+    """Each chain's session time less the per-run floor (a session of one 4x4 layer) timed in
+    the same rounds, key -> seconds (``"floor"``: the floor's own time, ``"hot"``: one layer's,
+    both from the first rounds). The sessions copy their chains' weights (on a VM reporting a
+    480 MiB cache, chains up to 3x that, the longest 1.4 GB, outgrew its 23 GB all at once),
+    so they are built and timed in chunks that fit this machine's memory
+    (:class:`ftmodel.calibration.chunks.ChunkBudget`), each with the floor and the one-layer
+    chain."""
+    with torch.no_grad():
+        fixed: dict[Any, Callable[[], object]] = {
+            "floor": runner(_chain(1, "cpu", 4), torch.randn(1, 4)),
+            "hot": runner(_chain(1, "cpu"), torch.randn(1, _WIDTH))}
+    out: dict[Any, float] = {}
+    chunk: dict[Any, Callable[[], object]] = {}
+    budget = ChunkBudget.for_this_machine()
+
+    def time_chunk() -> None:
+        with torch.no_grad():
+            res = measure_interleaved({**fixed, **chunk}, rounds=rounds, round_s=0.03,
+                                      settle_s=settle_s)
+        floor = res["floor"].time_s
+        for key in fixed:
+            if key not in out:
+                out[key] = floor if key == "floor" else max(res[key].time_s - floor, 0.0)
+        for key in chunk:
+            out[key] = max(res[key].time_s - floor, 0.0)
+        chunk.clear()
+        gc.collect()
+        budget.begin()
+
+    for key, make, inp in chains:
+        with torch.no_grad():
+            chunk[key] = runner(make(), inp)
+        if budget.add():
+            time_chunk()
+    if chunk or not out:
+        time_chunk()
+    return out
+
+
+_FULL_GRID = (0.03, 0.08, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8, 1.0)
+_QUICK_GRID = (0.05, 0.15, 0.3, 0.45, 0.6, 0.8, 1.0)
+QUICK_CHAIN_BYTES = 256 << 20  # a quick calibration's longest chain, at most
+# the share of the memory available when a probe starts that its chains may take: eager's all
+# at once (the grid's chains and the wide one), a runtime's one chain at a time through the
+# copies its export and session make (RUNTIME_CHAIN_COPIES of its weights at the peak: 5.1 GB
+# for a 0.75 GB chain through ONNX Runtime, 6.7x, on the Intel Xeon VM)
+CHAIN_MEMORY_SHARE = 0.35
+RUNTIME_CHAIN_COPIES = 7.0
+
+
+def _chain_sizes(llc_bytes: int, quick: bool, max_bytes: int | None = None
+                 ) -> tuple[list[int], int, int, int]:
+    """The narrow chains' lengths (up to 3x the cache, at most ``max_bytes`` of weights and, in
+    a quick calibration, :data:`QUICK_CHAIN_BYTES`), the wide layers' width, and how many wide
+    and convolution layers make a chain as long (in bytes) as the longest narrow one."""
+    top_bytes = 3 * max(llc_bytes, 8 << 20)  # up to 3× the cache
+    if quick:
+        top_bytes = min(top_bytes, QUICK_CHAIN_BYTES)
+    if max_bytes is not None:
+        top_bytes = min(top_bytes, max_bytes)
+    top = max(8, int(top_bytes / LAYER_BYTES))
+    grid = sorted({max(1, int(round(top * q))) for q in (_QUICK_GRID if quick else _FULL_GRID)})
     width = _wide_width(llc_bytes)
     longest = grid[-1] * LAYER_BYTES
     return (grid, width, max(2, -(-longest // (width * width * 4))),
             max(2, -(-longest // CONV_LAYER_BYTES)))
+
+
+def _max_chain_bytes(copies: float) -> int | None:
+    """The longest chain's weights that keep ``copies`` of them within
+    :data:`CHAIN_MEMORY_SHARE` of the memory available now (None where it is not known)."""
+    available = available_memory_bytes()
+    return None if available is None else int(available * CHAIN_MEMORY_SHARE / copies)
 
 
 def fit_cache_model(probe: dict[str, Any]) -> dict[str, float]:

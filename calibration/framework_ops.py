@@ -49,6 +49,7 @@ eager curves.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ import numpy as np
 import torch
 
 from ftmodel.calibration.channels_last import channels_last_run
+from ftmodel.calibration.chunks import ChunkBudget
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.runtime_timing import ort_node_share, ts_prepacked_conv
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
@@ -174,67 +176,96 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     the :func:`~ftmodel.estimate.kernels.op_name` most samples' main kernels share; with
     ``by_op`` only those samples make the curve. With ``channels_last`` each sample runs eagerly
     on channels-last tensors (:func:`~ftmodel.calibration.channels_last.channels_last_run`), its
-    kernel the eager one, instead of through the framework's runner."""
+    kernel the eager one, instead of through the framework's runner. Samples are built and
+    timed in chunks that fit this machine's memory (:mod:`ftmodel.calibration.chunks`), each
+    with its families' floors."""
     fw = get_framework(framework)
     assert fw.lower_model is not None and fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
     pricer = DeviceModel(shared, "fp32")
-    fns: dict[str, Callable[[], object]] = {}
+    floor_fns: dict[str, Callable[[], object]] = {}
+    chunk: dict[str, Callable[[], object]] = {}
+    hot: dict[str, float] = {}  # label -> time; a floor's: its first chunk's
+    spreads: dict[str, float] = {}
+    floor_of: dict[str, dict[str, float]] = {}  # label -> its chunk's floor time per family
     mains: dict[str, tuple[Kernel, float]] = {}  # label -> (main kernel, other kernels' s)
     raw: list[dict[str, Any]] = []
-    for s in samples:
+    budget = ChunkBudget.for_this_machine()
+
+    def time_chunk() -> None:
+        if not chunk:
+            return
+        with torch.no_grad():
+            timed = measure_interleaved({**floor_fns, **chunk}, device=device, rounds=rounds,
+                                        round_s=round_s, settle_s=fw.settle_s)
+        floors_now = {label: timed[label].time_s for label in floor_fns}
+        for label, m in timed.items():
+            hot.setdefault(label, m.time_s)
+            spreads.setdefault(label, m.spread)
+        for label in chunk:
+            floor_of[label] = floors_now
+        chunk.clear()
+        gc.collect()  # the chunk's sessions and graphs go before the next chunk is built
+        budget.begin()
+
+    # the floors first: every chunk is timed with them
+    for s in sorted(samples, key=lambda s: not s.is_floor):
         b = _batch_of(s)
         if channels_last:
-            prog, fns[s.label] = channels_last_run(s)
+            prog, fn = channels_last_run(s)
         else:
             try:
                 # the runner first: the artifact it builds also serves the lowering
-                fns[s.label] = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
+                fn = fw.runner(s.module, s.inputs, b, device=dev_type, dtype="fp32")
                 prog = fw.lower_model(s.module, s.inputs, b, trace(s.module, s.inputs),
                                       device=dev_type, dtype="fp32")
             except FrameworkUnsupported as err:
-                fns.pop(s.label, None)
                 raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
                 continue
         main = _main_kernel(prog.kernels, s.op_class)
         if main is None:  # the runtime folded the op away (e.g. an identity): nothing to time
-            fns.pop(s.label)
             raw.append({"label": s.label, "skipped": "no kernel in the framework's lowering"})
             continue
         others = [k for k in prog.kernels if k is not main]
         other_s = float(pricer.kernel_times_s(others).sum()) if others and not s.is_floor else 0.0
         mains[s.label] = (main, other_s)
+        floored = s.family in {f.family for f in samples if f.is_floor and f.label in floor_fns}
+        if s.is_floor or floored:
+            (floor_fns if s.is_floor else chunk)[s.label] = fn
+        del fn, prog
+        if floored and budget.add():
+            time_chunk()
+    time_chunk()
+    mains = {label: v for label, v in mains.items() if label in hot}
     ops = Counter(op_name(m.members[0]) for m, _ in mains.values() if m.members)
     main_op = ops.most_common(1)[0][0] if ops else ""
     if by_op:  # samples whose main kernel is another op would mix two kernels in one curve
         for label, (m, _) in list(mains.items()):
             if not m.members or op_name(m.members[0]) != main_op:
-                fns.pop(label)
                 mains.pop(label)
+                hot.pop(label, None)
                 raw.append({"label": label, "skipped": f"main kernel {m.members[:1]}, not "
                                                        f"{main_op}"})
-    floors = {s.family: s.label for s in samples if s.is_floor and s.label in fns}
-    if not floors or len(fns) <= len(floors):
+    floors = {s.family: s.label for s in samples if s.is_floor and s.label in hot}
+    if not floors or len(hot) <= len(floors):
         return None, raw, main_op
-    with torch.no_grad():
-        hot = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
-                                  settle_s=fw.settle_s)
     node_times: dict[str, float] = {}
     shares: dict[str, float | None] = {}
     if framework == "onnxruntime":
         for s in samples:
-            if s.label in mains and not s.is_floor:
+            if s.label in hot and not s.is_floor:
                 shares[s.label] = ort_node_share(
                     s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
     elif framework == "torchscript":  # its prim:: convolutions, on a blocked input
         node_times = _ts_prepacked_times(samples, mains, rounds=rounds, round_s=round_s)
     rows: list[tuple[float, float, float, float]] = []
     for s in samples:
-        if s.is_floor or s.label not in fns or s.family not in floors:
+        if s.is_floor or s.label not in hot or s.family not in floors:
             continue
         main, other_s = mains[s.label]
         floor = floors[s.family]
-        sample_s = hot[s.label].time_s - hot[floor].time_s
+        floor_s = floor_of[s.label][floor]
+        sample_s = hot[s.label] - floor_s
         device_s = max(sample_s - min(other_s, _MAX_OTHERS_SHARE * sample_s), 1e-9)
         share = shares.get(s.label)
         if share is not None:  # the runtime's profiler splits the session's time among its nodes
@@ -245,9 +276,9 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             # (output allocation, dispatch inside the node), which the host costs price
             device_s = max(node_s - floor_node_s, 1e-9)
         rows.append(s.curve_row(main, device_s)[0])  # per step on a per-step curve
-        row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label].time_s,
-                               "floor_s": hot[floor].time_s, "others_s": other_s,
-                               "spread": hot[s.label].spread, "kernel": list(main.members[:3]),
+        row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label],
+                               "floor_s": floor_s, "others_s": other_s,
+                               "spread": spreads[s.label], "kernel": list(main.members[:3]),
                                "node_s": node_s, "node_share": share,
                                "variant": main.variant}
         raw.append(row)
@@ -267,12 +298,29 @@ def _ts_prepacked_times(samples: Sequence[OpSample], mains: dict[str, tuple[Kern
     calibration to the next; as the difference of two frozen graphs, it carried the
     difference of their output reorders.)"""
     fns: dict[str, Callable[[], object]] = {}
+    out: dict[str, float] = {}
+    budget = ChunkBudget.for_this_machine()
     for s in samples:
         run = ts_prepacked_conv(s) if s.label in mains else None
         if run is not None:
             fns[s.label] = run
+            del run
+            if budget.add():  # its blocked weights and operands: timed, then let go
+                out.update(_timed(fns, rounds, round_s))
+                budget.begin()
+    out.update(_timed(fns, rounds, round_s))
+    return out
+
+
+def _timed(fns: dict[str, Callable[[], object]], rounds: int, round_s: float
+           ) -> dict[str, float]:
+    """``fns`` timed in interleaved rounds (label -> seconds), then emptied."""
+    if not fns:
+        return {}
     with torch.no_grad():
         timed = measure_interleaved(fns, rounds=rounds, round_s=round_s)
+    fns.clear()
+    gc.collect()
     return {label: m.time_s for label, m in timed.items()}
 
 

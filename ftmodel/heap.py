@@ -12,8 +12,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import platform
+from typing import Any
 
-__all__ = ["DEFAULT_MALLOC_HELP", "allocator_setting", "heap_kept", "keep_heap"]
+__all__ = ["DEFAULT_MALLOC_HELP", "allocator_setting", "heap_in_use_bytes", "heap_kept",
+           "keep_heap"]
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -21,6 +23,16 @@ _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 _INT_MAX = 2**31 - 1
 _TOP_PAD_BYTES = 64 << 20
 _heap_kept = False
+
+
+def _glibc_function(name: str) -> Any:
+    """glibc's function ``name`` through ctypes, or None elsewhere or where it lacks it."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
 
 
 def keep_heap() -> bool:
@@ -45,12 +57,8 @@ def keep_heap() -> bool:
     global _heap_kept
     if _heap_kept:
         return True
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     ok = all(mallopt(param, value) == 1 for param, value in (
@@ -64,6 +72,28 @@ DEFAULT_MALLOC_HELP = (
     "measure with glibc malloc's defaults, which give large freed blocks back to the OS, "
     "instead of keeping the heap mapped (ftmodel.measure.keep_heap; with the defaults a model "
     "re-allocating large activations page-faults them in every forward)")
+
+
+class _Mallinfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33 and later): every field a size_t."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def heap_in_use_bytes() -> int | None:
+    """Bytes this process has allocated with malloc and not freed (glibc's ``mallinfo2``:
+    blocks in use in its arenas plus blocks mapped on their own), or None elsewhere than glibc
+    2.33+. Unlike the resident set, it falls when memory is freed while the heap is kept
+    mapped (:func:`keep_heap`), so it tells what live objects (sessions, frozen graphs,
+    tensors) hold now. Memory mapped other than through malloc is not counted."""
+    mallinfo2 = _glibc_function("mallinfo2")
+    if mallinfo2 is None:
+        return None
+    mallinfo2.argtypes, mallinfo2.restype = (), _Mallinfo2
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
 
 
 def heap_kept() -> bool:

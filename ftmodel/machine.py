@@ -1,4 +1,5 @@
-"""What this machine's CPU is: its name and the identity that tells two CPUs of one name apart.
+"""What this machine's CPU is: its name and the identity that tells two CPUs of one name apart;
+and how much memory it has free.
 
 Calibration records both in a profile's provenance; ``ftmodel calibrate --update`` checks them.
 :mod:`ftmodel.measure` re-exports these names.
@@ -10,7 +11,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["cpu_identity", "cpu_name"]
+__all__ = ["available_memory_bytes", "cpu_identity", "cpu_name"]
 
 
 def cpu_name() -> str:
@@ -43,3 +44,15 @@ def cpu_identity() -> dict[str, str]:
     if out:
         out["cpus"] = str(os.cpu_count() or 0)
     return out
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the kernel says can be given to processes now without swapping (Linux's
+    ``MemAvailable`` in ``/proc/meminfo``), or None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
