@@ -41,18 +41,17 @@ probe starts, a quick calibration stops at :data:`QUICK_CHAIN_BYTES`, and a runt
 from __future__ import annotations
 
 import functools
-import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from ftmodel.calibration.chunks import ChunkBudget
+from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.machine import available_memory_bytes
-from ftmodel.measure import measure_cold_interleaved, measure_interleaved
+from ftmodel.measure import Measurement, measure_cold_interleaved, measure_interleaved
 
 __all__ = ["CONV_LAYER_BYTES", "LAYER_BYTES", "ChainRunner", "fit_cache_model",
            "fit_runtime_cache", "probe_cache", "probe_runtime_cache"]
@@ -150,37 +149,26 @@ def _runtime_chain_times(runner: ChainRunner,
     both from the first rounds). The sessions copy their chains' weights (on a VM reporting a
     480 MiB cache, chains up to 3x that, the longest 1.4 GB, outgrew its 23 GB all at once),
     so they are built and timed in chunks that fit this machine's memory
-    (:class:`ftmodel.calibration.chunks.ChunkBudget`), each with the floor and the one-layer
+    (:func:`ftmodel.calibration.chunks.time_in_chunks`), each with the floor and the one-layer
     chain."""
     with torch.no_grad():
         fixed: dict[Any, Callable[[], object]] = {
             "floor": runner(_chain(1, "cpu", 4), torch.randn(1, 4)),
             "hot": runner(_chain(1, "cpu"), torch.randn(1, _WIDTH))}
-    out: dict[Any, float] = {}
-    chunk: dict[Any, Callable[[], object]] = {}
-    budget = ChunkBudget.for_this_machine()
 
-    def time_chunk() -> None:
-        with torch.no_grad():
-            res = measure_interleaved({**fixed, **chunk}, rounds=rounds, round_s=0.03,
-                                      settle_s=settle_s)
-        floor = res["floor"].time_s
-        for key in fixed:
-            if key not in out:
-                out[key] = floor if key == "floor" else max(res[key].time_s - floor, 0.0)
-        for key in chunk:
-            out[key] = max(res[key].time_s - floor, 0.0)
-        chunk.clear()
-        gc.collect()
-        budget.begin()
+    def sessions() -> Iterator[tuple[Any, Callable[[], object]]]:
+        for key, make, inp in chains:
+            with torch.no_grad():
+                yield key, runner(make(), inp)
 
-    for key, make, inp in chains:
+    def measure(fns: dict[Any, Callable[[], object]]) -> dict[Any, Measurement]:
         with torch.no_grad():
-            chunk[key] = runner(make(), inp)
-        if budget.add():
-            time_chunk()
-    if chunk or not out:
-        time_chunk()
+            return measure_interleaved(fns, rounds=rounds, round_s=0.03, settle_s=settle_s)
+
+    timed = time_in_chunks(fixed, sessions(), measure)
+    out = {key: max(m.time_s - with_fixed["floor"].time_s, 0.0)
+           for key, (m, with_fixed) in timed.items()}
+    out["floor"] = timed["floor"][0].time_s
     return out
 
 

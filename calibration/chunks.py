@@ -14,12 +14,18 @@ floor it is taken from always come from the same rounds.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ftmodel.heap import heap_in_use_bytes
 from ftmodel.machine import available_memory_bytes
+from ftmodel.measure import Measurement
 
-__all__ = ["MAX_ITEMS", "MEMORY_SHARE", "ChunkBudget"]
+__all__ = ["MAX_ITEMS", "MEMORY_SHARE", "ChunkBudget", "time_in_chunks"]
+
+K = TypeVar("K", bound=Hashable)
 
 MEMORY_SHARE = 0.35  # of the memory available at the start, per chunk
 MAX_ITEMS = 64  # samples per chunk where memory cannot be read
@@ -27,7 +33,7 @@ MAX_ITEMS = 64  # samples per chunk where memory cannot be read
 
 @dataclass
 class ChunkBudget:
-    """Counts what a chunk holds; :meth:`full` says when to time it and let it go.
+    """Counts what a chunk holds; :meth:`add` says when to time it and let it go.
 
     ``limit_bytes``: growth of the process's allocated memory a chunk may reach (None: not
     known here, only ``max_items`` counts); ``max_items``: samples per chunk at most."""
@@ -68,3 +74,38 @@ class ChunkBudget:
             return True
         grown = self.grown_bytes()
         return self.limit_bytes is not None and grown is not None and grown >= self.limit_bytes
+
+
+def time_in_chunks(fixed: Mapping[K, Callable[[], object]],
+                   items: Iterable[tuple[K, Callable[[], object]]],
+                   measure: Callable[[dict[K, Callable[[], object]]], Mapping[K, Measurement]],
+                   ) -> dict[K, tuple[Measurement, dict[K, Measurement]]]:
+    """Time callables that hold much memory a chunk at a time: ``items`` is drawn (built) until
+    the chunk is full (:meth:`ChunkBudget.for_this_machine`), then ``measure`` times the chunk
+    with ``fixed`` (a family's floor, a one-layer chain) in the same rounds and the chunk is let
+    go before the next is built. Returns key -> (its measurement, ``fixed``'s measurements in
+    the same rounds); a fixed key gets those of the first chunk (``fixed`` is timed alone once
+    when ``items`` is empty)."""
+    budget = ChunkBudget.for_this_machine()
+    out: dict[K, tuple[Measurement, dict[K, Measurement]]] = {}
+    chunk: dict[K, Callable[[], object]] = {}
+
+    def time_chunk() -> None:
+        timed = measure({**fixed, **chunk})
+        with_fixed = {key: timed[key] for key in fixed}
+        for key in fixed:
+            out.setdefault(key, (timed[key], with_fixed))
+        for key in chunk:
+            out[key] = (timed[key], with_fixed)
+        chunk.clear()
+        gc.collect()  # the chunk's sessions and graphs go before the next chunk is built
+        budget.begin()
+
+    for key, fn in items:
+        chunk[key] = fn
+        del fn
+        if budget.add():
+            time_chunk()
+    if chunk or (fixed and not out):
+        time_chunk()
+    return out

@@ -49,9 +49,8 @@ eager curves.
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +58,7 @@ import numpy as np
 import torch
 
 from ftmodel.calibration.channels_last import channels_last_run
-from ftmodel.calibration.chunks import ChunkBudget
+from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.runtime_timing import ort_node_share, ts_prepacked_conv
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
@@ -69,7 +68,7 @@ from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import get_framework
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
-from ftmodel.measure import measure_interleaved
+from ftmodel.measure import Measurement, measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
@@ -183,33 +182,11 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     assert fw.lower_model is not None and fw.runner is not None
     dev_type = "cpu" if device == "cpu" else "cuda"
     pricer = DeviceModel(shared, "fp32")
-    floor_fns: dict[str, Callable[[], object]] = {}
-    chunk: dict[str, Callable[[], object]] = {}
-    hot: dict[str, float] = {}  # label -> time; a floor's: its first chunk's
-    spreads: dict[str, float] = {}
-    floor_of: dict[str, dict[str, float]] = {}  # label -> its chunk's floor time per family
     mains: dict[str, tuple[Kernel, float]] = {}  # label -> (main kernel, other kernels' s)
     raw: list[dict[str, Any]] = []
-    budget = ChunkBudget.for_this_machine()
 
-    def time_chunk() -> None:
-        if not chunk:
-            return
-        with torch.no_grad():
-            timed = measure_interleaved({**floor_fns, **chunk}, device=device, rounds=rounds,
-                                        round_s=round_s, settle_s=fw.settle_s)
-        floors_now = {label: timed[label].time_s for label in floor_fns}
-        for label, m in timed.items():
-            hot.setdefault(label, m.time_s)
-            spreads.setdefault(label, m.spread)
-        for label in chunk:
-            floor_of[label] = floors_now
-        chunk.clear()
-        gc.collect()  # the chunk's sessions and graphs go before the next chunk is built
-        budget.begin()
-
-    # the floors first: every chunk is timed with them
-    for s in sorted(samples, key=lambda s: not s.is_floor):
+    def built(s: OpSample) -> Callable[[], object] | None:
+        """The sample's runner, its main kernel into ``mains``; None (a raw row) if skipped."""
         b = _batch_of(s)
         if channels_last:
             prog, fn = channels_last_run(s)
@@ -221,51 +198,62 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                       device=dev_type, dtype="fp32")
             except FrameworkUnsupported as err:
                 raw.append({"label": s.label, "skipped": str(err).splitlines()[0]})
-                continue
+                return None
         main = _main_kernel(prog.kernels, s.op_class)
         if main is None:  # the runtime folded the op away (e.g. an identity): nothing to time
             raw.append({"label": s.label, "skipped": "no kernel in the framework's lowering"})
-            continue
+            return None
         others = [k for k in prog.kernels if k is not main]
         other_s = float(pricer.kernel_times_s(others).sum()) if others and not s.is_floor else 0.0
         mains[s.label] = (main, other_s)
-        floored = s.family in {f.family for f in samples if f.is_floor and f.label in floor_fns}
-        if s.is_floor or floored:
-            (floor_fns if s.is_floor else chunk)[s.label] = fn
-        del fn, prog
-        if floored and budget.add():
-            time_chunk()
-    time_chunk()
-    mains = {label: v for label, v in mains.items() if label in hot}
+        return fn
+
+    floor_fns = {s.label: fn for s in samples if s.is_floor and (fn := built(s)) is not None}
+    floored = {s.family for s in samples if s.label in floor_fns}
+
+    def floored_samples() -> Iterator[tuple[str, Callable[[], object]]]:
+        for s in samples:
+            fn = built(s) if not s.is_floor and s.family in floored else None
+            if fn is not None:
+                yield s.label, fn
+
+    def measure(fns: dict[str, Callable[[], object]]) -> dict[str, Measurement]:
+        with torch.no_grad():
+            return measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s,
+                                       settle_s=fw.settle_s)
+
+    timed = time_in_chunks(floor_fns, floored_samples(), measure)
+    mains = {label: v for label, v in mains.items() if label in timed}
     ops = Counter(op_name(m.members[0]) for m, _ in mains.values() if m.members)
     main_op = ops.most_common(1)[0][0] if ops else ""
     if by_op:  # samples whose main kernel is another op would mix two kernels in one curve
         for label, (m, _) in list(mains.items()):
             if not m.members or op_name(m.members[0]) != main_op:
                 mains.pop(label)
-                hot.pop(label, None)
+                timed.pop(label)
                 raw.append({"label": label, "skipped": f"main kernel {m.members[:1]}, not "
                                                        f"{main_op}"})
-    floors = {s.family: s.label for s in samples if s.is_floor and s.label in hot}
-    if not floors or len(hot) <= len(floors):
+    floors = {s.family: s.label for s in samples if s.is_floor and s.label in timed}
+    if not floors or len(timed) <= len(floors):
         return None, raw, main_op
     node_times: dict[str, float] = {}
     shares: dict[str, float | None] = {}
     if framework == "onnxruntime":
         for s in samples:
-            if s.label in hot and not s.is_floor:
+            if s.label in timed and not s.is_floor:
                 shares[s.label] = ort_node_share(
                     s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
     elif framework == "torchscript":  # its prim:: convolutions, on a blocked input
         node_times = _ts_prepacked_times(samples, mains, rounds=rounds, round_s=round_s)
     rows: list[tuple[float, float, float, float]] = []
     for s in samples:
-        if s.is_floor or s.label not in hot or s.family not in floors:
+        if s.is_floor or s.label not in timed or s.family not in floors:
             continue
         main, other_s = mains[s.label]
         floor = floors[s.family]
-        floor_s = floor_of[s.label][floor]
-        sample_s = hot[s.label] - floor_s
+        hot, with_floors = timed[s.label]
+        floor_s = with_floors[floor].time_s
+        sample_s = hot.time_s - floor_s
         device_s = max(sample_s - min(other_s, _MAX_OTHERS_SHARE * sample_s), 1e-9)
         share = shares.get(s.label)
         if share is not None:  # the runtime's profiler splits the session's time among its nodes
@@ -276,9 +264,9 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             # (output allocation, dispatch inside the node), which the host costs price
             device_s = max(node_s - floor_node_s, 1e-9)
         rows.append(s.curve_row(main, device_s)[0])  # per step on a per-step curve
-        row: dict[str, Any] = {"label": s.label, "total_s": hot[s.label],
+        row: dict[str, Any] = {"label": s.label, "total_s": hot.time_s,
                                "floor_s": floor_s, "others_s": other_s,
-                               "spread": spreads[s.label], "kernel": list(main.members[:3]),
+                               "spread": hot.spread, "kernel": list(main.members[:3]),
                                "node_s": node_s, "node_share": share,
                                "variant": main.variant}
         raw.append(row)
@@ -297,31 +285,17 @@ def _ts_prepacked_times(samples: Sequence[OpSample], mains: dict[str, tuple[Kern
     graph, the same 512-channel 3x3 convolution read 0.38-1.07 ms on the EPYC from one
     calibration to the next; as the difference of two frozen graphs, it carried the
     difference of their output reorders.)"""
-    fns: dict[str, Callable[[], object]] = {}
-    out: dict[str, float] = {}
-    budget = ChunkBudget.for_this_machine()
-    for s in samples:
-        run = ts_prepacked_conv(s) if s.label in mains else None
-        if run is not None:
-            fns[s.label] = run
-            del run
-            if budget.add():  # its blocked weights and operands: timed, then let go
-                out.update(_timed(fns, rounds, round_s))
-                budget.begin()
-    out.update(_timed(fns, rounds, round_s))
-    return out
+    def convs() -> Iterator[tuple[str, Callable[[], object]]]:
+        for s in samples:  # each with its blocked weights and operands: timed, then let go
+            run = ts_prepacked_conv(s) if s.label in mains else None
+            if run is not None:
+                yield s.label, run
 
+    def measure(fns: dict[str, Callable[[], object]]) -> dict[str, Measurement]:
+        with torch.no_grad():
+            return measure_interleaved(fns, rounds=rounds, round_s=round_s)
 
-def _timed(fns: dict[str, Callable[[], object]], rounds: int, round_s: float
-           ) -> dict[str, float]:
-    """``fns`` timed in interleaved rounds (label -> seconds), then emptied."""
-    if not fns:
-        return {}
-    with torch.no_grad():
-        timed = measure_interleaved(fns, rounds=rounds, round_s=round_s)
-    fns.clear()
-    gc.collect()
-    return {label: m.time_s for label, m in timed.items()}
+    return {label: m.time_s for label, (m, _) in time_in_chunks({}, convs(), measure).items()}
 
 
 def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],

@@ -67,7 +67,7 @@ def test_each_chunk_of_a_framework_curve_is_timed_with_its_floors(
                 for label in fns}
 
     monkeypatch.setattr(framework_ops, "measure_interleaved", fake_measure)
-    monkeypatch.setattr(framework_ops.ChunkBudget, "for_this_machine",
+    monkeypatch.setattr(chunks.ChunkBudget, "for_this_machine",
                         classmethod(lambda cls: ChunkBudget(None, max_items=3)))
     data, raw, _ = framework_ops.framework_curve(
         "torchscript", samples, "cpu", tiny_profile.device, rounds=1, round_s=0.01)
@@ -119,7 +119,7 @@ def test_the_runtime_cache_probe_times_its_chains_in_chunks(
                 for key, fn in fns.items()}
 
     monkeypatch.setattr(cache, "measure_interleaved", fake_measure)
-    monkeypatch.setattr(cache.ChunkBudget, "for_this_machine",
+    monkeypatch.setattr(chunks.ChunkBudget, "for_this_machine",
                         classmethod(lambda cls: ChunkBudget(None, max_items=2)))
     monkeypatch.setattr(cache, "_chain", lambda n, device, width=512: nn.Sequential(
         *[nn.Identity() for _ in range(n)]))
