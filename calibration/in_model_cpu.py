@@ -20,12 +20,14 @@ from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, SyntheticNet, fit
                                          synthetic_networks)
 from ftmodel.calibration.sweep_stage import caller
 from ftmodel.errors import FrameworkUnsupported
+from ftmodel.estimate.streaming import CONV_CLASSES
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import Framework
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.measure import heap_kept, measure_interleaved
 from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.formulas import MAC_CLASSES
 from ftmodel.tracing.variants import backend_threads
 
 __all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
@@ -92,17 +94,31 @@ def _build(net: SyntheticNet, b: int, device: str, partial: HardwareProfile, fw:
         fns.pop(key, None)
 
 
+Row = tuple[Key, float, float, float, int, tuple[float, float, float]]
+
+
+def _by_kind(prog: Program, device_s: np.ndarray) -> tuple[float, float, float]:
+    """Device seconds of the program's convolutions, other MAC kernels and kernels without
+    MACs (:data:`ftmodel.calibration.networks.KIND_COLUMNS`)."""
+    cls = [k.op_class for k in prog.kernels]
+    conv = np.array([c in CONV_CLASSES for c in cls], dtype=bool)
+    macs = np.array([c in MAC_CLASSES for c in cls], dtype=bool)
+    return (float(device_s[conv].sum()), float(device_s[macs & ~conv].sum()),
+            float(device_s[~macs].sum()))
+
+
 def _rows(nets: InModelNetworks, partial: HardwareProfile, heap: str | None = None
-          ) -> list[tuple[Key, float, float, float, int]]:
-    """(key, predicted host s, predicted device s, bytes, Python launches) of each network, in
-    the heap state ``heap`` (by default this process's)."""
+          ) -> list[Row]:
+    """(key, predicted host s, predicted device s, bytes, Python launches, device s by kind)
+    of each network, in the heap state ``heap`` (by default this process's)."""
     predictor = _predictor(partial, nets.framework, heap)
     rows = []
     for key, prog in nets.programs.items():
         tl = predictor.program_timeline(prog)
         # host side as predicted, per-call cost included (0 for eager)
         rows.append((key, tl.overhead_s, tl.compute_s,
-                     float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches))
+                     float(sum(k.bytes_total for k in prog.kernels)), prog.n_python_launches,
+                     _by_kind(prog, tl.device_s)))
     return rows
 
 
@@ -122,7 +138,7 @@ def _network(key: Key) -> str:
 
 
 def _fitted(fh: FrameworkHost, nets: InModelNetworks,
-            rows: Sequence[tuple[Key, float, float, float, int]], measured: Mapping[Key, float],
+            rows: Sequence[Row], measured: Mapping[Key, float],
             pass_times: Mapping[Key, Sequence[float]]) -> FrameworkHost:
     """``fh`` with the in-model terms fitted to ``measured`` against ``rows``' predicted times
     and one network sample per row added (``pass_time_s`` where a row has several)."""
@@ -130,9 +146,12 @@ def _fitted(fh: FrameworkHost, nets: InModelNetworks,
     forms = ("n",) if sweep is not None and sweep.in_session_curves else DEVICE_SCALED_FORMS
     coef = fit_in_model([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
                         [r[4] for r in rows], [measured[r[0]] for r in rows],
-                        groups=[r[0][0] for r in rows], forms=forms)
+                        groups=[r[0][0] for r in rows], forms=forms,
+                        device_by_kind=([r[5][0] for r in rows], [r[5][1] for r in rows],
+                                        [r[5][2] for r in rows]))
     samples = tuple(fh.samples) + tuple(
         {"network": _network(r[0]), "host_s": r[1], "device_s": r[2],
+         "device_by_kind_s": list(r[5]),
          "bytes": r[3], "n_kernels": r[4], "time_s": measured[r[0]],
          **({"pass_time_s": list(pass_times[r[0]])} if len(pass_times.get(r[0], ())) > 1
             else {})}

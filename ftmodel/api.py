@@ -28,8 +28,8 @@ from ftmodel.estimate.allocator import mapped_page_faults, page_faults
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
-from ftmodel.estimate.timeline import (Timeline, crossover, host_costs_s, kernel_host_costs_s,
-                                       run_timeline)
+from ftmodel.estimate.timeline import (Timeline, crossover, device_scales, host_costs_s,
+                                       kernel_host_costs_s, run_timeline)
 from ftmodel.frameworks.base import get_framework
 from ftmodel.batch_scaling import kernel_at_batch, kernel_between_batches
 from ftmodel.program import Kernel, Program, entry_launches
@@ -222,7 +222,7 @@ class Predictor:
             # kernel C++ launched inside the same call (Kernel.inner) does not pay it
             host_s = (host_s * im.get("host_scale", 1.0)
                       + im.get("per_kernel_s", 0.0) * arrays.entry)
-            device_s = (device_s * im.get("device_scale", 1.0)
+            device_s = (device_s * device_scales(program.kernels, im)
                         + arrays.bytes_total * im.get("per_byte_s", 0.0))
         if self.page_fault_s > 0.0:
             host_s = host_s + faults * self.page_fault_s
@@ -261,7 +261,7 @@ class Predictor:
             moved = sum(k.bytes_total for k in ks) * im.get("per_byte_s", 0.0)
             hot, cold = self.hot_cold_times_s(ks, [])
             device_s = self.device_times_s(ks, hot, cold)
-            return im.get("device_scale", 1.0) * float(device_s.sum()) + moved
+            return float((device_scales(ks, im) * device_s).sum()) + moved
 
         return crossover(lambda b: overhead, compute_at)
 

@@ -13,6 +13,7 @@ from ftmodel.frameworks.base import Framework
 from ftmodel.hardware.host_priors import inductor_gpu_host
 from ftmodel.hardware.profile import (
     DEVICE_TERMS,
+    KIND_SCALES,
     FrameworkHost,
     HardwareProfile,
     HostOnlyProfile,
@@ -37,7 +38,7 @@ def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framewor
     a cited prior (:func:`ftmodel.hardware.host_priors.inductor_gpu_host`).
 
     A host half taken from another profile keeps its host-side in-model terms (``host_scale``,
-    ``per_kernel_s``) and drops its device-side ones (:data:`DEVICE_TERMS`): those were fitted
+    ``per_kernel_s``) and drops its device-side ones (:data:`DEVICE_TERMS`, the scales by kind): those were fitted
     against that calibration's own device curves, not ``profile``'s."""
     host_prof: HostProfile | None
     if host is not None:
@@ -68,9 +69,10 @@ def framework_host(profile: HardwareProfile, host: HostSpec | None, fw: Framewor
             f"{', '.join(sorted(host_prof.frameworks)) or 'none'}); calibrate it with "
             f"`ftmodel calibrate --frameworks {fw.name}`")
     costs = host_prof.frameworks[key]
-    if not own and any(t in costs.in_model for t in DEVICE_TERMS):
+    device_side = DEVICE_TERMS + KIND_SCALES
+    if not own and any(t in costs.in_model for t in device_side):
         costs = replace(costs, in_model={k: v for k, v in costs.in_model.items()
-                                         if k not in DEVICE_TERMS})
+                                         if k not in device_side})
     return costs, host_prof
 
 

@@ -159,9 +159,14 @@ class DeviceModel:
                 # call's: no rate limits it
                 peak = 0.0 if name.endswith((PER_CALL, PER_PLANE)) else (
                     self._peak_macs_per_s if base in MAC_CLASSES else self._peak_bytes_per_s)
-                self._curves[name] = SampleCurve.fit(base, data, peak_rate=peak)
+                # a per-step curve's bytes are the weights every step reads (SampleCurve)
+                steps = (name.split("/")[-1].split(":")[0] in STEP_CURVES
+                         and not name.endswith(PER_CALL))
+                self._curves[name] = SampleCurve.fit(base, data, peak_rate=peak,
+                                                     monotone_in_bytes=not steps)
                 if data.cold_s:
-                    self._cold[name] = SampleCurve.fit(base, data, cold=True, peak_rate=peak)
+                    self._cold[name] = SampleCurve.fit(base, data, cold=True, peak_rate=peak,
+                                                       monotone_in_bytes=not steps)
             else:
                 self._curves[name] = Roofline(dict(data.params))
         # whether some of the framework's own curves lack cold samples (see

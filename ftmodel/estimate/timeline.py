@@ -15,16 +15,19 @@ over the kernels; each kernel adds its own ``kernel:<class>`` cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq
 
 from ftmodel.program import Kernel, Program
-from ftmodel.hardware.profile import FrameworkHost
+from ftmodel.hardware.profile import KIND_SCALES, FrameworkHost
+from ftmodel.estimate.streaming import CONV_CLASSES
+from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["Timeline", "host_costs_s", "kernel_host_costs_s", "run_timeline", "crossover"]
+__all__ = ["Timeline", "device_scales", "host_costs_s", "kernel_host_costs_s", "run_timeline",
+           "crossover"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,19 @@ class Timeline:
     framework_tax: float  # share of latency not covered by device compute
     host_s: np.ndarray  # o_i per kernel
     device_s: np.ndarray  # k_i per kernel
+
+
+def device_scales(kernels: Sequence[Kernel], in_model: Mapping[str, float]) -> float | np.ndarray:
+    """The in-model factor on each kernel's device time (``FrameworkHost.in_model``):
+    ``device_scale`` for every kernel, or, where the fit scaled kernels by kind, a
+    convolution's ``device_scale_conv``, a kernel of a class without MACs (element-wise, norms,
+    copies, pools) ``device_scale_other`` and another MAC kernel's (GEMMs) ``device_scale``."""
+    scale = in_model.get("device_scale", 1.0)
+    if not any(k in in_model for k in KIND_SCALES):
+        return scale
+    conv, other = (in_model.get(k, scale) for k in KIND_SCALES)
+    return np.array([conv if k.op_class in CONV_CLASSES else scale if k.op_class in MAC_CLASSES
+                     else other for k in kernels], dtype=np.float64)
 
 
 def kernel_host_costs_s(kernels: Sequence[Kernel], host: FrameworkHost) -> np.ndarray:

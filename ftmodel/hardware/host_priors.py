@@ -37,7 +37,7 @@ cost relative to eager's (one machine measured it).
 
 from __future__ import annotations
 
-from ftmodel.hardware.profile import DEVICE_TERMS, FrameworkHost, HostProfile
+from ftmodel.hardware.profile import DEVICE_TERMS, KIND_SCALES, FrameworkHost, HostProfile
 
 __all__ = ["BORROWS_FROM", "CALL_PER_EAGER", "COMPILED_CALL_S", "EXTERN_CLASSES",
            "OWN_LAYOUT_CLASSES", "PRIOR_SOURCE", "TRITON_CLASSES", "TRITON_LAUNCH_S",
@@ -107,7 +107,7 @@ def inductor_gpu_host(framework: str, host: HostProfile) -> tuple[FrameworkHost,
         costs = FrameworkHost(dict(base.per_event_s), per_call_s=base.per_call_s
                               + COMPILED_CALL_S, in_model={
                                   k: v for k, v in base.in_model.items()
-                                  if k not in DEVICE_TERMS})
+                                  if k not in DEVICE_TERMS + KIND_SCALES})
         source = ("tritonbench PR 1017 (2026-04-14, GB200 host): 37.5 µs per compiled call "
                   "for the guards and wrapper")
     warning = (f"{framework} host costs on a GPU are a prior, not measured on host "

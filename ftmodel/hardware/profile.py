@@ -38,7 +38,8 @@ from ftmodel.errors import ProfileError
 from ftmodel.hardware.json_file import write_json_atomic
 
 __all__ = [
-    "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "DEVICE_TERMS", "HostProfile", "FrameworkHost",
+    "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "DEVICE_TERMS", "KIND_SCALES", "HostProfile",
+    "FrameworkHost",
     "DeviceProfile", "OpClassData", "HardwareProfile", "HostOnlyProfile", "profile_from_dict",
     "host_profile_from_dict", "read_profile", "read_any_profile", "write_profile",
     "write_host_profile",
@@ -59,6 +60,9 @@ class FrameworkHost:
     # How single-op costs add up inside a whole model (ftmodel.calibration.networks):
     # o_i -> host_scale·o_i + per_kernel_s, k_i -> device_scale·k_i + per_byte_s·bytes_i;
     # per_kernel_s is Python's, so a kernel C++ launched within one call (Kernel.inner) pays none.
+    # Where the fit scaled kernels by kind (KIND_SCALES), a convolution's k_i is scaled by
+    # device_scale_conv and a kernel of a class without MACs (element-wise, norms, copies,
+    # pools) by device_scale_other; device_scale then scales the other MAC kernels (GEMMs).
     # Identity when absent.
     in_model: Mapping[str, float] = field(default_factory=dict)
 
@@ -66,6 +70,9 @@ class FrameworkHost:
 # in-model terms on the device side (FrameworkHost.in_model): fitted against one calibration's
 # device curves, so they travel with its device half, not with its host half
 DEVICE_TERMS = ("device_scale", "per_byte_s")
+# the device scales by kernel kind, when the in-model fit chose them (FrameworkHost.in_model);
+# device-side too, and dropped with DEVICE_TERMS from a host half taken from another profile
+KIND_SCALES = ("device_scale_conv", "device_scale_other")
 
 
 @dataclass(frozen=True)

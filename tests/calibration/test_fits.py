@@ -386,3 +386,30 @@ def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -
         "onnxruntime/copy:transpose_mlas", "onnxruntime/copy:transpose_elementwise"}
     norms = ort_samples(quick=True)["norm"]
     assert len(norms) >= 4 and norms[0].is_floor and all(s.curve == "norm" for s in norms)
+
+
+def test_per_kind_forms_recover_a_scale_for_each_kind_of_kernel() -> None:
+    """TorchScript's frozen networks on an Intel Xeon VM ran their kernels without MACs about
+    twice their sampled times and their GEMMs as sampled: where the kinds compose differently,
+    a device scale per kind (convolutions, other MAC kernels, the rest) is found and chosen;
+    where every kind scales alike, one scale is kept."""
+    host, dev, nbytes, kernels, groups = _networks(7)
+    rng = np.random.default_rng(8)
+    shares = {g: rng.dirichlet((1.0, 1.0, 1.0)) for g in sorted(set(groups))}
+    conv, mm, other = ([float(d * shares[g][i]) for d, g in zip(dev, groups)] for i in range(3))
+    measured = [h + 1.15 * c + 1.0 * m + 2.2 * o for h, c, m, o in zip(host, conv, mm, other)]
+    fit = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups,
+                       device_by_kind=(conv, mm, other))
+    assert fit["device_scale_conv"] == pytest.approx(1.15, rel=1e-3)
+    assert fit["device_scale"] == pytest.approx(1.0, rel=1e-3)
+    assert fit["device_scale_other"] == pytest.approx(2.2, rel=1e-3)
+    assert fit["cv_median_ape"] < 1e-3
+    alike = [h + 1.2 * d for h, d in zip(host, dev)]
+    one = fit_in_model(host, dev, nbytes, kernels, alike, groups=groups,
+                       device_by_kind=(conv, mm, other))
+    assert one["device_scale"] == pytest.approx(1.2, rel=1e-3)
+    assert "device_scale_conv" not in one and "device_scale_other" not in one
+    # networks without a convolution leave nothing to fit a convolution's scale to
+    no_conv = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups,
+                           device_by_kind=([0.0] * len(conv), mm, other))
+    assert "device_scale_conv" not in no_conv

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftmodel.estimate.timeline import crossover, host_costs_s, run_timeline
+from ftmodel.estimate.timeline import crossover, device_scales, host_costs_s, run_timeline
 from ftmodel.program import Kernel, Program
 from ftmodel.hardware.profile import FrameworkHost
 
@@ -18,6 +18,14 @@ def _arr(*xs: float) -> np.ndarray:
 
 def _kernel(op_class: str) -> Kernel:
     return Kernel(op_class, 0, 4, 4, "m", (f"aten.{op_class}",))
+
+
+def test_device_scales_by_kind_where_the_fit_chose_them() -> None:
+    ks = [_kernel(c) for c in ("conv", "conv_grouped", "gemm", "bmm", "elementwise", "norm")]
+    assert device_scales(ks, {"device_scale": 1.2}) == 1.2
+    assert device_scales(ks, {}) == 1.0
+    kinds = {"device_scale": 1.0, "device_scale_conv": 1.15, "device_scale_other": 2.2}
+    np.testing.assert_allclose(device_scales(ks, kinds), [1.15, 1.15, 1.0, 1.0, 2.2, 2.2])
 
 
 def test_host_costs_spread_shared_events() -> None:
