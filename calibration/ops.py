@@ -178,6 +178,12 @@ def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
     """One-layer LSTMs over ``LSTM_STEPS`` steps, each with a twin over ``LSTM_SHORT_STEPS``:
     hidden 64-1024, input half or all of it, batch 1-64 (CPU only: ``grid.lstm_max_macs``).
 
+    Hidden sizes step by 1.5-2x, not by 2x alone: a step reads the layer's weights whole, and
+    its time jumps where they outgrow the cores' L2; with hidden 256 and 512 only, the weights
+    went from 2.1 to 6.3 MB in one step across an Intel Xeon's 2 x 2 MB, and a layer of hidden
+    320 (3.3 MB, L2-resident) was priced by log-interpolation at about 17 us a step where it
+    took about 13.
+
     oneDNN's LSTM layer costs a fixed time per call (about 0.2-0.3 ms at hidden 256 on an
     Intel Xeon with 2 threads; it re-orders the weights on every call) besides its steps: a
     per-step price from one length over-prices longer sequences and under-prices shorter ones
@@ -190,7 +196,7 @@ def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
         return nn.LSTM(d_in, hidden, batch_first=True).requires_grad_(False)
 
     out = [OpSample(curve, "lstm", "lstm floor", lstm(2, 2), (_r(1, 1, 2),), is_floor=True)]
-    hiddens = (64, 128, 256, 512, 1024) if not quick else (128, 512)
+    hiddens = (64, 128, 192, 256, 384, 512, 768, 1024) if not quick else (128, 512)
     batches = (1, 4, 16, 64) if not quick else (1, 16)
     for hidden in hiddens:
         for d_in in ((hidden // 2, hidden) if not quick else (hidden,)):
