@@ -20,14 +20,13 @@ from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, SyntheticNet, fit
                                          synthetic_networks)
 from ftmodel.calibration.sweep_stage import caller
 from ftmodel.errors import FrameworkUnsupported
-from ftmodel.estimate.streaming import CONV_CLASSES
+from ftmodel.estimate.timeline import kernel_kinds
 from ftmodel.frameworks import eager
 from ftmodel.frameworks.base import Framework
 from ftmodel.hardware.profile import FrameworkHost, HardwareProfile
 from ftmodel.measure import heap_kept, measure_interleaved
 from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
-from ftmodel.tracing.formulas import MAC_CLASSES
 from ftmodel.tracing.variants import backend_threads
 
 __all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
@@ -99,12 +98,9 @@ Row = tuple[Key, float, float, float, int, tuple[float, float, float]]
 
 def _by_kind(prog: Program, device_s: np.ndarray) -> tuple[float, float, float]:
     """Device seconds of the program's convolutions, other MAC kernels and kernels without
-    MACs (:data:`ftmodel.calibration.networks.KIND_COLUMNS`)."""
-    cls = [k.op_class for k in prog.kernels]
-    conv = np.array([c in CONV_CLASSES for c in cls], dtype=bool)
-    macs = np.array([c in MAC_CLASSES for c in cls], dtype=bool)
-    return (float(device_s[conv].sum()), float(device_s[macs & ~conv].sum()),
-            float(device_s[~macs].sum()))
+    MACs (:func:`ftmodel.estimate.timeline.kernel_kinds`)."""
+    conv, mac, other = np.bincount(kernel_kinds(prog.kernels), weights=device_s, minlength=3)
+    return float(conv), float(mac), float(other)
 
 
 def _rows(nets: InModelNetworks, partial: HardwareProfile, heap: str | None = None

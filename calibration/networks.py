@@ -30,6 +30,8 @@ import torch
 from scipy.optimize import nnls
 from torch import nn
 
+from ftmodel.hardware.profile import KIND_SCALES
+
 __all__ = ["DEVICE_SCALED_FORMS", "HOST_SCALED_FORMS", "IN_MODEL_FORMS", "KIND_COLUMNS",
            "NO_CORRECTION", "SyntheticNet", "fit_in_model", "synthetic_networks"]
 
@@ -191,7 +193,7 @@ def _form_columns(names: tuple[str, ...], columns: dict[str, np.ndarray],
                   by_kind: dict[str, np.ndarray]) -> np.ndarray:
     """The columns a form scales: in a per-kind form, ``device_scale`` scales only the MAC
     kernels that are not convolutions (``by_kind``: :data:`KIND_COLUMNS`' device times)."""
-    kinds = any(n in by_kind and n != "device_scale" for n in names)
+    kinds = any(n in KIND_SCALES for n in names)
     return np.stack([by_kind[c] if kinds and c in by_kind else columns[c] for c in names], axis=1)
 
 
@@ -229,7 +231,7 @@ def fit_in_model(host_s: list[float], device_s: list[float], bytes_moved: list[f
                {c: np.asarray(v, dtype=float) for c, v in zip(KIND_COLUMNS, device_by_kind)})
     g = np.asarray(groups if groups is not None else ["all"] * len(t))
     if not _kinds_usable(by_kind, g):
-        forms = tuple(f for f in forms if not set(IN_MODEL_FORMS[f]) & set(KIND_COLUMNS[::2]))
+        forms = tuple(f for f in forms if not set(IN_MODEL_FORMS[f]) & set(KIND_SCALES))
     scores: dict[str, float] = {}
     identity = {"host_scale": 1.0, "device_scale": 1.0, "per_byte_s": 0.0, "per_kernel_s": 0.0}
     fits: dict[str, np.ndarray] = {}

@@ -26,7 +26,7 @@ from ftmodel.hardware.profile import KIND_SCALES, FrameworkHost
 from ftmodel.estimate.streaming import CONV_CLASSES
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["Timeline", "device_scales", "host_costs_s", "kernel_host_costs_s", "run_timeline",
+__all__ = ["Timeline", "device_scales", "kernel_kinds", "host_costs_s", "kernel_host_costs_s", "run_timeline",
            "crossover"]
 
 
@@ -42,17 +42,24 @@ class Timeline:
     device_s: np.ndarray  # k_i per kernel
 
 
+def kernel_kinds(kernels: Sequence[Kernel]) -> np.ndarray:
+    """Each kernel's kind for the in-model device scales: 0 a convolution, 1 another MAC
+    kernel (GEMMs, attention), 2 a kernel without MACs (element-wise, norms, copies, pools)."""
+    return np.array([0 if k.op_class in CONV_CLASSES else 1 if k.op_class in MAC_CLASSES
+                     else 2 for k in kernels], dtype=np.intp)
+
+
 def device_scales(kernels: Sequence[Kernel], in_model: Mapping[str, float]) -> float | np.ndarray:
     """The in-model factor on each kernel's device time (``FrameworkHost.in_model``):
-    ``device_scale`` for every kernel, or, where the fit scaled kernels by kind, a
-    convolution's ``device_scale_conv``, a kernel of a class without MACs (element-wise, norms,
-    copies, pools) ``device_scale_other`` and another MAC kernel's (GEMMs) ``device_scale``."""
+    ``device_scale`` for every kernel, or, where the fit scaled kernels by kind
+    (:func:`kernel_kinds`), a convolution's ``device_scale_conv``, a kernel without MACs'
+    ``device_scale_other`` and another MAC kernel's ``device_scale``."""
     scale = in_model.get("device_scale", 1.0)
     if not any(k in in_model for k in KIND_SCALES):
         return scale
     conv, other = (in_model.get(k, scale) for k in KIND_SCALES)
-    return np.array([conv if k.op_class in CONV_CLASSES else scale if k.op_class in MAC_CLASSES
-                     else other for k in kernels], dtype=np.float64)
+    by_kind: np.ndarray = np.array([conv, scale, other])[kernel_kinds(kernels)]
+    return by_kind
 
 
 def kernel_host_costs_s(kernels: Sequence[Kernel], host: FrameworkHost) -> np.ndarray:
