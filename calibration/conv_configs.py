@@ -1,8 +1,9 @@
 """Random convolution configurations of the CPU and GPU op sweeps (``calibration/ops.py``), each
 ``(batch, in channels, out channels, map size, kernel, stride, groups)``: dense and depthwise
 ones, on and off oneDNN's channel block; grouped ones of 4-64 channels per group; grouped
-ones that oneDNN runs as im2col and a GEMM per group; and the early stages of image models at
-batch 4-16 (few channels on large maps)."""
+ones that oneDNN runs as im2col and a GEMM per group; the early stages of image models at
+batch 4-16 (few channels on large maps); and 1-d convolutions, each
+``(batch, in channels, out channels, length, kernel, stride, dilation)``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import random
 
 from ftmodel.calibration.sweep_grid import SweepGrid
 
-__all__ = ["conv_configs", "early_stage_configs", "gemm_grouped_configs", "grouped_configs"]
+__all__ = ["conv1d_configs", "conv_configs", "early_stage_configs", "gemm_grouped_configs",
+           "grouped_configs"]
 
 
 # channel counts of the convolution sweeps: multiples of 16 (oneDNN's fp32 block with AVX-512,
@@ -141,4 +143,39 @@ def early_stage_configs(n: int, depthwise: bool, grid: SweepGrid) -> list[tuple[
         if macs > grid.conv_max_macs or b * cin * hw * hw > grid.conv_max_input:
             continue
         configs.append((b, cin, cout, hw, k, stride, groups))
+    return configs
+
+
+# 1-d convolutions: waveform front ends (one input channel, (kernel, stride) of the first layer
+# of raw-audio networks: wav2vec2's 10/5, SincNet's 251/1 ...) and sequence layers (few to many
+# channels, kernels 1-7, stride 1-2 or dilation 1-8, short to long sequences)
+_FRONT_END_KERNELS = ((10, 5), (40, 2), (80, 4), (80, 16), (160, 8), (251, 1))
+_FRONT_END_CHANNELS = (32, 64, 128, 256, 512)
+_FRONT_END_LENGTHS = (4000, 8000, 16000)
+_SEQUENCE_CHANNELS = (16, 32, 64, 128, 256, 512)
+_SEQUENCE_LENGTHS = (16, 64, 256, 1024, 4096)
+
+
+def conv1d_configs(n: int, grid: SweepGrid, seed: int = 4321) -> list[tuple[int, ...]]:
+    """``n`` random 1-d convolutions ``(batch, in, out, length, kernel, stride, dilation)``
+    within the grid's limits on MACs and input elements, a quarter of them front ends."""
+    rng = random.Random(seed)
+    configs: list[tuple[int, ...]] = []
+    while len(configs) < n:
+        b = rng.choice(grid.conv_batches)
+        if len(configs) < n // 4:
+            (k, stride), cin, dilation = rng.choice(_FRONT_END_KERNELS), 1, 1
+            cout, length = rng.choice(_FRONT_END_CHANNELS), rng.choice(_FRONT_END_LENGTHS)
+        else:
+            cin, cout = rng.choice(_SEQUENCE_CHANNELS), rng.choice(_SEQUENCE_CHANNELS)
+            k, length = rng.choice((1, 3, 3, 5, 7)), rng.choice(_SEQUENCE_LENGTHS)
+            stride, dilation = (rng.choice((1, 2)), 1) if rng.random() < 0.5 else \
+                (1, rng.choice((1, 2, 4, 8)))
+        out_len = (length - dilation * (k - 1) - 1) // stride + 1
+        if out_len < 1:
+            continue
+        if b * cout * out_len * cin * k > grid.conv_max_macs or \
+                b * cin * length > grid.conv_max_input:
+            continue
+        configs.append((b, cin, cout, length, k, stride, dilation))
     return configs

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ftmodel.calibration.conv_configs import (conv_configs, early_stage_configs,
+from ftmodel.calibration.conv_configs import (conv1d_configs, conv_configs, early_stage_configs,
                                               gemm_grouped_configs, grouped_configs)
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
@@ -328,14 +328,32 @@ def _skip_norm(n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
                 torch.zeros(h)), (x, _r(*x.shape)))
 
 
+ORT_CONV1D_SAMPLES = 24  # 1-d convolutions ONNX Runtime's sweep times (6 with quick)
+
+
+def _conv1d_samples(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """1-d convolutions (:func:`~ftmodel.calibration.conv_configs.conv1d_configs`): ONNX Runtime
+    runs them on its plain NCHW kernel (im2col and SGEMM), never on the NCHWc one its 2-d
+    samples mostly take (:func:`ftmodel.frameworks.onnx_graph.conv_path`)."""
+    out = []
+    for b, cin, cout, length, k, stride, dilation in conv1d_configs(
+            6 if quick else ORT_CONV1D_SAMPLES, grid):
+        conv = nn.Conv1d(cin, cout, k, stride, dilation=dilation, bias=False).requires_grad_(False)
+        out.append(OpSample("conv", "conv", f"conv1d b{b} c{cin}->{cout} L{length} k{k} "
+                            f"s{stride} d{dilation}", conv, (_r(b, cin, length),)))
+    return out
+
+
 def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
     """Samples only ONNX Runtime's sweep times (``FrameworkSweep.own_samples``), by curve:
-    transposes on its block-copy and element-by-element paths (copy), and a residual sum
+    transposes on its block-copy and element-by-element paths (copy), a residual sum
     followed by a layer norm, which it fuses into one ``SkipLayerNormalization`` node (norm): a
-    scalar loop per row, 3.5-11x a ``LayerNormalization`` of the same tensor on the EPYC."""
+    scalar loop per row, 3.5-11x a ``LayerNormalization`` of the same tensor on the EPYC; and
+    1-d convolutions (conv), which it runs on its plain NCHW kernel."""
     sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
     return {"copy": _transpose_samples(quick, grid),
-            "norm": _family("norm", "skip_layer_norm", _skip_norm, sz)}
+            "norm": _family("norm", "skip_layer_norm", _skip_norm, sz),
+            "conv": _conv1d_samples(quick, grid)}
 
 
 MATH_FAMILIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

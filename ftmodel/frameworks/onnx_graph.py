@@ -26,7 +26,9 @@ Counting semantics
   ``snchwc.cpp``). On the Intel Xeon the 512-channel
   3x3 convolutions of ResNet-34 at batch 16 on a 3-px map ran at 97 GMAC/s against 200 for
   the same MACs on a 24-px map, where weights were counted once.
-* **Variants**: transcendental ops ``math``; layer norms ``layer``, the fused residual ones
+* **Variants**: convolutions their code path (:func:`conv_path`: ``nchwc``, the NCHWc
+  transformer's blocked kernel, or ``nchw``, the plain one that every 1-d convolution takes),
+  each priced on ONNX Runtime's curve of that path where the profile has one; transcendental ops ``math``; layer norms ``layer``, the fused residual ones
   ``skip`` (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
   (:func:`~ftmodel.tracing.variants.rnn_variant`); ``Transpose`` the code path ONNX Runtime
   runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
@@ -63,10 +65,13 @@ from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, ma
 from ftmodel.frameworks.ort_transpose import transpose_variant
 from ftmodel.tracing.variants import recurrent_share, rnn_variant
 
-__all__ = ["SKIP_OPS", "VIEW_OPS", "classify_node", "lower_onnx", "op_class_of"]
+__all__ = ["NCHWC_PATH", "NCHW_PATH", "SKIP_OPS", "VIEW_OPS", "classify_node", "conv_path",
+           "lower_onnx", "op_class_of"]
 
 # ONNX Runtime's domain for the NCHWc-blocked CPU kernels its layout transformer inserts
 NCHWC_DOMAIN = "com.microsoft.nchwc"
+NCHWC_PATH = "nchwc"  # a convolution's variant: the NCHWc transformer's blocked kernel
+NCHW_PATH = "nchw"  # ... ORT's plain NCHW kernel (MlasConv)
 
 
 # ---- MACs -----------------------------------------------------------------------------------
@@ -240,6 +245,15 @@ def _weights_per_image(node: Any) -> bool:
     return bool(node.domain == NCHWC_DOMAIN and node.op_type == "Conv")
 
 
+def conv_path(node: Any) -> str:
+    """The code path ONNX Runtime's CPU provider runs a convolution node on:
+    :data:`NCHWC_PATH` for the NCHWc transformer's blocked kernel (``com.microsoft.nchwc::Conv``,
+    which it makes of 2-d convolutions only, with static float weights), :data:`NCHW_PATH` for
+    every other one (``Conv``, ``FusedConv``: ``MlasConv``, im2col and one SGEMM per image and
+    group, or the SGEMM alone for a 1x1 convolution), every 1-d convolution among them."""
+    return NCHWC_PATH if node.domain == NCHWC_DOMAIN else NCHW_PATH
+
+
 def _images(ins: Sequence[Sequence[int] | None]) -> int:
     """The batch's image count: the first input's leading dimension (1 if unknown)."""
     return max(1, int(ins[0][0])) if ins and ins[0] else 1
@@ -310,6 +324,8 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
             variant = rnn_variant(steps, recurrent_share(w, r))
+        if node.op_type in ("Conv", "FusedConv"):  # NCHWc blocked, or the plain NCHW kernel
+            variant = conv_path(node)
         if node.op_type == "Transpose" and ins[0] is not None:  # ONNX Runtime's code path
             perm = attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)
             variant = transpose_variant([int(p) for p in perm], ins[0])

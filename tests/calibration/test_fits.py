@@ -386,6 +386,23 @@ def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -
         "onnxruntime/copy:transpose_mlas", "onnxruntime/copy:transpose_elementwise"}
     norms = ort_samples(quick=True)["norm"]
     assert len(norms) >= 4 and norms[0].is_floor and all(s.curve == "norm" for s in norms)
+    # 1-d convolutions: ONNX Runtime's plain NCHW kernel, a curve of that path only
+    convs = ort_samples(quick=True)["conv"]
+    assert convs and all(s.curve == "conv" and s.inputs[0].dim() == 3 for s in convs)
+
+
+def test_conv1d_configs_stay_within_the_grid_and_include_front_ends() -> None:
+    from ftmodel.calibration.conv_configs import conv1d_configs
+    from ftmodel.calibration.sweep_grid import CPU_GRID
+
+    configs = conv1d_configs(24, CPU_GRID)
+    assert len(configs) == 24 and configs == conv1d_configs(24, CPU_GRID)
+    assert sum(c[1] == 1 for c in configs) >= 6  # waveform front ends
+    for b, cin, cout, length, k, stride, dilation in configs:
+        out_len = (length - dilation * (k - 1) - 1) // stride + 1
+        assert out_len >= 1
+        assert b * cout * out_len * cin * k <= CPU_GRID.conv_max_macs
+        assert b * cin * length <= CPU_GRID.conv_max_input
 
 
 def test_per_kind_forms_recover_a_scale_for_each_kind_of_kernel() -> None:

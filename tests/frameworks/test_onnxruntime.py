@@ -136,6 +136,21 @@ def test_nchwc_convolution_reads_its_weights_once_per_image() -> None:
     assert all(not k.weights_per_image and k.weight_reads == 1 for k in mlp.kernels)
 
 
+def test_convolutions_carry_the_code_path_onnx_runtime_runs_them_on() -> None:
+    # the NCHWc transformer takes 2-d convolutions (ONNX Runtime 1.31 pads channel counts off
+    # MLAS's block); a 1-d convolution runs on the plain NCHW kernel
+    from ftmodel.frameworks.onnx_graph import NCHW_PATH, NCHWC_PATH
+
+    def paths(model: nn.Module, x: torch.Tensor) -> list[str]:
+        prog = ort_fw.lower_model(model.eval(), x, 2, ftmodel.trace(model, x, 2))
+        return [k.variant for k in prog.kernels if k.op_class == "conv"]
+
+    assert paths(nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU()),
+                 torch.randn(1, 16, 8, 8)) == [NCHWC_PATH]
+    assert paths(nn.Sequential(nn.Conv1d(1, 16, 80, 4), nn.ReLU(), nn.Conv1d(16, 16, 3)),
+                 torch.randn(1, 1, 800)) == [NCHW_PATH, NCHW_PATH]
+
+
 def test_mlp_work_from_graph_shapes() -> None:
     model, b = _mlp(), 4
     prog = ort_fw.lower_model(model, torch.randn(1, IN), b)
