@@ -26,8 +26,8 @@ from ftmodel.hardware.profile import KIND_SCALES, FrameworkHost
 from ftmodel.estimate.streaming import CONV_CLASSES
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["Timeline", "device_scales", "kernel_kinds", "host_costs_s", "kernel_host_costs_s", "run_timeline",
-           "crossover"]
+__all__ = ["Timeline", "crossover", "device_scales", "host_costs_s", "kernel_host_costs_s",
+           "kernel_kinds", "run_timeline"]
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ Counting semantics
   the same MACs on a 24-px map, where weights were counted once.
 * **Variants**: convolutions their code path (:func:`conv_path`: ``nchwc``, the NCHWc
   transformer's blocked kernel, or ``nchw``, the plain one that every 1-d convolution takes),
-  each priced on ONNX Runtime's curve of that path where the profile has one; transcendental ops ``math``; layer norms ``layer``, the fused residual ones
-  ``skip`` (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
+  each priced on ONNX Runtime's curve of that path where the profile has one; transcendental
+  ops ``math``; layer norms ``layer``, the fused residual ones ``skip``
+  (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
   (:func:`~ftmodel.tracing.variants.rnn_variant`); ``Transpose`` the code path ONNX Runtime
   runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
   element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's curve of that
@@ -242,7 +243,7 @@ def _topological(nodes: Sequence[Any], available: set[str]) -> list[Any]:
 def _weights_per_image(node: Any) -> bool:
     """Whether the node's kernel streams its weights once per image: an NCHWc convolution
     (MLAS's work items are per image)."""
-    return bool(node.domain == NCHWC_DOMAIN and node.op_type == "Conv")
+    return bool(node.op_type == "Conv" and conv_path(node) == NCHWC_PATH)
 
 
 def conv_path(node: Any) -> str:
