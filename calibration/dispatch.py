@@ -270,9 +270,13 @@ class _MatW(nn.Module):
 
 # inductor fuses every chain of pointwise/norm/reduction ops into one generated kernel, so only
 # programs around library (extern) kernels tell its per-kernel costs apart; relu gives the
-# one-kernel program that pins per_call_s. Its C++ compile is slow, so it gets these only.
-INDUCTOR_PATTERNS = ("relu", "linear_relu", "bmm", "conv_blocks", "dwconv", "sdpa",
-                     "mlp_blocks", "attn_blocks")
+# one-kernel program that pins per_call_s. An extern kernel alone (linear: addmm; conv: the
+# convolution and its layout copy) beside the same kernel followed by a generated one
+# (linear_relu, conv_blocks) separates the two: without them every generated kernel came in a
+# fixed ratio to an extern one, and the fit priced them at 0 and the extern ones for both.
+# Its C++ compile is slow, so it gets these only.
+INDUCTOR_PATTERNS = ("relu", "linear", "linear_relu", "bmm", "conv", "conv_blocks", "dwconv",
+                     "sdpa", "mlp_blocks", "attn_blocks")
 
 
 def compiled_host_programs(lengths: tuple[int, ...] = (4, 16), full: bool = True,
