@@ -41,6 +41,8 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ftmodel.calibration.conv_configs import (FRONT_END_CHANNELS, FRONT_END_KERNELS,  # noqa: E402
+                                              FRONT_END_LENGTHS, SEQUENCE_CHANNELS)
 from ftmodel.calibration.ops import CPU_GRID, OpSample, named_sweeps  # noqa: E402
 from ftmodel.calibration.speed_probe import speed_meter_for  # noqa: E402
 from ftmodel.calibration.sweep_stage import class_stage, grouped_curves, subset_curve  # noqa: E402
@@ -52,12 +54,9 @@ from ftmodel.program import Kernel  # noqa: E402
 from ftmodel.speed import speed_normalised  # noqa: E402
 from ftmodel.tracing.dispatch import trace  # noqa: E402
 
-# waveform front ends: (kernel, stride) of a first convolution on one input channel (wav2vec2's
-# 10/5, M5's 80/4, SincNet's 251/1 ...), the channels it makes and the samples it reads
-_FRONT_END_KERNELS = ((10, 5), (40, 2), (80, 4), (80, 16), (160, 8), (251, 1))
-_FRONT_END_CHANNELS = (32, 64, 128, 256, 512)
-_FRONT_END_LENGTHS = (4000, 8000, 16000)
-_SEQUENCE_CHANNELS = (16, 32, 64, 128, 256, 512)
+# waveform front ends and aligned sequence channels as the calibration draws them
+# (FRONT_END_*, SEQUENCE_CHANNELS); this study also draws channel counts off oneDNN's block,
+# shorter sequences and "same" padding
 _SEQUENCE_UNALIGNED_CHANNELS = (12, 20, 24, 40, 60, 100, 120, 200)
 _SEQUENCE_LENGTHS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
@@ -70,10 +69,10 @@ def conv1d_configs(n: int, seed: int) -> list[tuple[int, ...]]:
     while len(configs) < n:
         b = rng.choice(CPU_GRID.conv_batches)
         if len(configs) < n // 4:
-            (k, stride), cin, dilation = rng.choice(_FRONT_END_KERNELS), 1, 1
-            cout, length = rng.choice(_FRONT_END_CHANNELS), rng.choice(_FRONT_END_LENGTHS)
+            (k, stride), cin, dilation = rng.choice(FRONT_END_KERNELS), 1, 1
+            cout, length = rng.choice(FRONT_END_CHANNELS), rng.choice(FRONT_END_LENGTHS)
         else:
-            cin, cout = rng.choice(_SEQUENCE_CHANNELS), rng.choice(_SEQUENCE_CHANNELS)
+            cin, cout = rng.choice(SEQUENCE_CHANNELS), rng.choice(SEQUENCE_CHANNELS)
             if rng.random() < 1 / 3:  # a channel count off oneDNN's block, in or out
                 if rng.random() < 0.5:
                     cin = rng.choice(_SEQUENCE_UNALIGNED_CHANNELS)

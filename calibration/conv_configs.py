@@ -11,7 +11,8 @@ import random
 
 from ftmodel.calibration.sweep_grid import SweepGrid
 
-__all__ = ["conv1d_configs", "conv_configs", "early_stage_configs", "gemm_grouped_configs",
+__all__ = ["FRONT_END_CHANNELS", "FRONT_END_KERNELS", "FRONT_END_LENGTHS", "SEQUENCE_CHANNELS",
+           "conv1d_configs", "conv_configs", "early_stage_configs", "gemm_grouped_configs",
            "grouped_configs"]
 
 
@@ -149,10 +150,10 @@ def early_stage_configs(n: int, depthwise: bool, grid: SweepGrid) -> list[tuple[
 # 1-d convolutions: waveform front ends (one input channel, (kernel, stride) of the first layer
 # of raw-audio networks: wav2vec2's 10/5, SincNet's 251/1 ...) and sequence layers (few to many
 # channels, kernels 1-7, stride 1-2 or dilation 1-8, short to long sequences)
-_FRONT_END_KERNELS = ((10, 5), (40, 2), (80, 4), (80, 16), (160, 8), (251, 1))
-_FRONT_END_CHANNELS = (32, 64, 128, 256, 512)
-_FRONT_END_LENGTHS = (4000, 8000, 16000)
-_SEQUENCE_CHANNELS = (16, 32, 64, 128, 256, 512)
+FRONT_END_KERNELS = ((10, 5), (40, 2), (80, 4), (80, 16), (160, 8), (251, 1))
+FRONT_END_CHANNELS = (32, 64, 128, 256, 512)
+FRONT_END_LENGTHS = (4000, 8000, 16000)
+SEQUENCE_CHANNELS = (16, 32, 64, 128, 256, 512)
 _SEQUENCE_LENGTHS = (16, 64, 256, 1024, 4096)
 
 
@@ -164,10 +165,10 @@ def conv1d_configs(n: int, grid: SweepGrid, seed: int = 4321) -> list[tuple[int,
     while len(configs) < n:
         b = rng.choice(grid.conv_batches)
         if len(configs) < n // 4:
-            (k, stride), cin, dilation = rng.choice(_FRONT_END_KERNELS), 1, 1
-            cout, length = rng.choice(_FRONT_END_CHANNELS), rng.choice(_FRONT_END_LENGTHS)
+            (k, stride), cin, dilation = rng.choice(FRONT_END_KERNELS), 1, 1
+            cout, length = rng.choice(FRONT_END_CHANNELS), rng.choice(FRONT_END_LENGTHS)
         else:
-            cin, cout = rng.choice(_SEQUENCE_CHANNELS), rng.choice(_SEQUENCE_CHANNELS)
+            cin, cout = rng.choice(SEQUENCE_CHANNELS), rng.choice(SEQUENCE_CHANNELS)
             k, length = rng.choice((1, 3, 3, 5, 7)), rng.choice(_SEQUENCE_LENGTHS)
             stride, dilation = (rng.choice((1, 2)), 1) if rng.random() < 0.5 else \
                 (1, rng.choice((1, 2, 4, 8)))
