@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ftmodel.api import Predictor  # noqa: E402
+from ftmodel.frameworks.base import FRAMEWORKS, canonical_framework, get_framework  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.current_speed import at_current_speed  # noqa: E402
@@ -66,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-fault-s", type=float, default=None,
                     help="seconds per freshly mapped page instead of the profile's own (an "
                          "ablation: the same profile with another probe's page-fault price)")
+    ap.add_argument("--simulate-heap", action="store_true",
+                    help="simulate glibc's heap over every allocation the framework's Program "
+                         "carries, as for eager (an ablation for a framework whose small "
+                         "allocations are not simulated: inductor)")
     ap.add_argument("--speed-exponents", default="1",
                     help="comma-separated: price a corpus run's probes with each reference "
                          "moved this part of the way from the profile's speed (1: the probe, "
@@ -91,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                              "host half and a price >= 0 seconds per page")
         profile = dataclasses.replace(profile, host=dataclasses.replace(
             profile.host, page_fault_s=args.page_fault_s))
+    if args.simulate_heap:
+        FRAMEWORKS[canonical_framework(fw)] = dataclasses.replace(
+            get_framework(fw), allocations_known=True)
     corpus = "half" in rows[0]
     nominal_s = nominal_reference_s(profile.provenance) or float("nan")
     nominal_host_s = nominal_host_reference_s(profile.provenance)

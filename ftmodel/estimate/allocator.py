@@ -85,7 +85,11 @@ Counting semantics
   nothing here. TorchScript's come from its graph walk (each node's output storage). Inductor's
   kernels carry their wrapper's buffers, but predictions do not simulate the heap for them
   (``Framework.allocations_known`` is false): on the corpus's tuning half that gave thousands
-  of faults per call where inductor's plain processes measured none. What does not depend on
+  of faults per call where inductor's plain processes measured none (AMD EPYC). On the Intel
+  Xeon VM (calibration x22) they did fault, at batch 16 above all (1,500-41,000 pages per call
+  for 10 of 19 models), but simulated they faulted at batches 1 and 4 too, where the processes
+  measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to 39.9%;
+  the TCN at batch 1 1.01x to 1.46x). What does not depend on
   the heap's layout is counted for them (:func:`mapped_page_faults`): a request above the mmap
   threshold's ceiling (32 MiB) is mapped afresh on every call and faults in all its pages. A
   GPT-2 decode step under inductor at context 1024 and batch 32 makes its KV cache anew each
