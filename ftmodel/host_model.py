@@ -85,8 +85,8 @@ def heap_model(heap: str, profile: HardwareProfile, host: HostProfile, fw: Frame
     GPU's activations come from PyTorch's caching allocator, and inductor's wrapper buffers,
     simulated the same way, gave thousands of faults per call where its plain processes
     measured none (EfficientNet-Lite, MobileNet-V3 on the corpus's tuning half; on the Intel
-    Xeon VM they faulted at batch 16, but the simulation priced the tuning half worse, 10.3%
-    to 13.4%, :mod:`ftmodel.estimate.allocator`): only its
+    Xeon VM, where they do fault, the simulation priced the tuning half worse, figures in
+    :mod:`ftmodel.estimate.allocator`): only its
     buffers above glibc's mmap ceiling, mapped afresh every call, are counted
     (``Framework.large_allocations_known``), and the prediction says so.
     """
