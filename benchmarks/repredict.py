@@ -67,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-fault-s", type=float, default=None,
                     help="seconds per freshly mapped page instead of the profile's own (an "
                          "ablation: the same profile with another probe's page-fault price)")
+    ap.add_argument("--mmap-threshold-bytes", type=int, default=None,
+                    help="start the heap simulation from this mmap threshold instead of the "
+                         "profile's (an ablation: 0 = glibc's initial 128 KiB, as profiles "
+                         "made before calibration measured it after `import torch`)")
     ap.add_argument("--simulate-heap", action="store_true",
                     help="simulate glibc's heap over every allocation the framework's Program "
                          "carries, as for eager (an ablation for a framework whose small "
@@ -96,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
                              "host half and a price >= 0 seconds per page")
         profile = dataclasses.replace(profile, host=dataclasses.replace(
             profile.host, page_fault_s=args.page_fault_s))
+    if args.mmap_threshold_bytes is not None:
+        if profile.host is None or args.mmap_threshold_bytes < 0:
+            raise SystemExit(f"--mmap-threshold-bytes {args.mmap_threshold_bytes}: needs a CPU "
+                             "profile with a host half and a byte count >= 0")
+        profile = dataclasses.replace(profile, host=dataclasses.replace(
+            profile.host, mmap_threshold_bytes=args.mmap_threshold_bytes))
     if args.simulate_heap:
         FRAMEWORKS[canonical_framework(fw)] = dataclasses.replace(
             get_framework(fw), allocations_known=True)

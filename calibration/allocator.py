@@ -29,11 +29,21 @@ found 5.9 µs per page (for the whole two seconds it ran) where the probes befor
 found 1.0-1.5 µs, and the plain processes measured afterwards paid the usual price. A full CPU
 calibration therefore probes once at the start and again after every sweep pass, and keeps the
 median (:func:`median_probe`).
+
+Where glibc's heap simulation starts is measured here too (:func:`probe_mmap_threshold`): the
+mmap threshold a fresh Python process has after ``import torch``, which is not glibc's initial
+128 KiB (``import torch`` frees a mapped chunk of about 1 MiB; torch 2.14, Intel Xeon VM).
+A child process imports torch, then asks ``malloc`` for blocks of a bisected size without ever
+freeing one (a free would move the threshold it measures) and reads each block's chunk header:
+the smallest block glibc mapped on its own gives the threshold.
 """
 
 from __future__ import annotations
 
 import mmap
+import platform
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -44,7 +54,8 @@ from ftmodel.hardware.profile import HostProfile
 from ftmodel.measure import measure_interleaved
 
 __all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe",
-           "page_fault_probe_stale", "probe_page_fault_s"]
+           "mmap_threshold_stale", "page_fault_probe_stale", "probe_mmap_threshold",
+           "probe_page_fault_s"]
 
 PAGE_BYTES = 4096
 SIZES_MIB = (2, 8, 32)
@@ -118,6 +129,54 @@ def median_probe(probes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ranked = sorted(probes, key=lambda p: float(p["page_fault_s"]))
     return {**ranked[(len(ranked) - 1) // 2],
             "per_probe_s": [float(p["page_fault_s"]) for p in probes]}
+
+
+# the child of probe_mmap_threshold: import torch, then bisect the smallest malloc request glibc
+# maps on its own (IS_MMAPPED, bit 1 of the chunk's size field), never freeing a block
+_THRESHOLD_CHILD = r"""
+import ctypes, sys
+import torch  # noqa: F401  (what a user's process has done before its model runs)
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+def mapped(n):
+    p = libc.malloc(n)
+    return p is not None and bool(ctypes.c_size_t.from_address(p - 8).value & 2)
+lo, hi = 1 << 16, 64 << 20  # lo is served from the heap, hi mapped (above the 32 MiB ceiling)
+if mapped(lo) or not mapped(hi):
+    sys.exit(3)
+while hi - lo > 16:
+    mid = (lo + hi) // 2
+    lo, hi = (lo, mid) if mapped(mid) else (mid, hi)
+print(hi)
+"""
+_CHUNK_HEADER_BYTES = 8  # malloc's chunk size: the request plus this, rounded up to 16
+
+
+def probe_mmap_threshold(timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """glibc's mmap threshold in a fresh Python process after ``import torch`` (this
+    interpreter): ``{"mmap_threshold_bytes": chunk bytes, "smallest_mapped_request_bytes": n}``,
+    or None where malloc is not glibc's or the child could not tell (it then leaves the
+    simulation at glibc's initial threshold)."""
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        out = subprocess.run([sys.executable, "-c", _THRESHOLD_CHILD], capture_output=True,
+                             text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip().isdigit():
+        return None
+    request = int(out.stdout.strip())
+    chunk = -(-(request + _CHUNK_HEADER_BYTES) // 16) * 16
+    return {"mmap_threshold_bytes": chunk, "smallest_mapped_request_bytes": request,
+            "after": "import torch"}
+
+
+def mmap_threshold_stale(host: HostProfile | None) -> bool:
+    """Whether a CPU profile lacks the mmap threshold after ``import torch`` (calibrated before
+    ftmodel measured it, or where it could not be measured) and a glibc machine can add it."""
+    return ((host is None or host.mmap_threshold_bytes == 0) and sys.platform == "linux"
+            and platform.libc_ver()[0] == "glibc")
 
 
 def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:

@@ -5,7 +5,8 @@ In order (:mod:`ftmodel.calibration.suite` says why each is done as it is):
 1. the host programs (:mod:`ftmodel.calibration.dispatch`), timed before the sweeps and again
    between every two sweep passes, each keeping its median;
 2. on a CPU, the page-fault price (:mod:`ftmodel.calibration.allocator`), probed before the sweeps
-   and after every pass (the median kept), and the cache probe (:mod:`ftmodel.calibration.cache`);
+   and after every pass (the median kept), glibc's mmap threshold after ``import torch`` (once,
+   in a child process), and the cache probe (:mod:`ftmodel.calibration.cache`);
 3. the op sweeps (:mod:`ftmodel.calibration.sweep_stage`), ``passes`` times over every class in
    turn, each sample keeping its median, then batch norm's per-plane cost
    (:mod:`ftmodel.calibration.planes`);
@@ -21,7 +22,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from ftmodel.calibration.allocator import median_probe, probe_page_fault_s
+from ftmodel.calibration.allocator import median_probe, probe_mmap_threshold, probe_page_fault_s
 from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.dispatch import HostProgram, fit_host_passes
@@ -36,7 +37,7 @@ from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import FrameworkHost, OpClassData
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["eager_stage", "page_fault_stage", "time_host_programs"]
+__all__ = ["eager_stage", "mmap_threshold_stage", "page_fault_stage", "time_host_programs"]
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -57,6 +58,17 @@ def page_fault_stage(run: CalibrationRun) -> None:
     run.provenance["page_fault_probe"] = probe_page_fault_s(run.rounds)
     run.bar.step("page-fault probe", 1)
     run.host = replace(run.host, page_fault_s=run.provenance["page_fault_probe"]["page_fault_s"])
+
+
+def mmap_threshold_stage(run: CalibrationRun) -> None:
+    """Put glibc's mmap threshold after ``import torch`` (ftmodel.calibration.allocator), where
+    predictions start the heap simulation, into the run's host profile; leave it unmeasured (0)
+    where malloc is not glibc's."""
+    probe = probe_mmap_threshold()
+    run.provenance["mmap_threshold_probe"] = probe
+    run.bar.step("mmap threshold probe", 1)
+    if probe is not None:
+        run.host = replace(run.host, mmap_threshold_bytes=int(probe["mmap_threshold_bytes"]))
 
 
 def _sweep_pass(run: CalibrationRun, sweeps: dict[str, list[OpSample]],
@@ -88,6 +100,7 @@ def eager_stage(run: CalibrationRun, programs: list[HostProgram],
     run.set_framework("eager", fh)
     if run.device == "cpu":  # before the in-model stage, which predicts with it
         page_fault_stage(run)
+        mmap_threshold_stage(run)
     if run.flush is not None:
         run.provenance["cache_probe"] = probe_cache(run.device, run.flush, run.llc_bytes,
                                                     quick=run.quick)

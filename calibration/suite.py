@@ -86,10 +86,10 @@ from typing import Any
 
 import torch
 
-from ftmodel.calibration.allocator import page_fault_probe_stale
+from ftmodel.calibration.allocator import mmap_threshold_stale, page_fault_probe_stale
 from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.dispatch import host_programs
-from ftmodel.calibration.eager_stage import eager_stage, page_fault_stage
+from ftmodel.calibration.eager_stage import eager_stage, mmap_threshold_stage, page_fault_stage
 from ftmodel.calibration.framework_ops import framework_curve_steps
 from ftmodel.calibration.framework_stage import framework_stage
 from ftmodel.calibration.in_model_cpu import refit_profile
@@ -167,10 +167,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                               cpu_identity())
             if update else None)
     if (base is not None and all(f == "eager" for f in fws)
-            and not (device == "cpu" and page_fault_probe_stale(base.host, base.provenance))):
+            and not (device == "cpu" and (page_fault_probe_stale(base.host, base.provenance)
+                                          or mmap_threshold_stale(base.host)))):
         raise InvalidArgumentError(
             "--update re-measures frameworks other than eager (and an outdated page-fault "
-            "price) into an existing profile, and none was named (frameworks: "
+            "price or heap probe) into an existing profile, and none was named (frameworks: "
             f"{', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
             "re-measure eager")
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
@@ -192,7 +193,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         + (passes + 1) * len(extra) + framework_curve_steps(extra, device) \
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
         + (device == "cpu" and (base is None
-                                or page_fault_probe_stale(base.host, base.provenance)))
+                                or page_fault_probe_stale(base.host, base.provenance))) \
+        + (device == "cpu" and (base is None or mmap_threshold_stale(base.host)))
     bar = CalibrationProgress(progress, total)
     started = time.time()
     dev_name = cpu_name() if device == "cpu" else torch.cuda.get_device_name(device)
@@ -231,6 +233,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
                 eager_stage(run, programs, sweeps, planes)
             if device == "cpu" and page_fault_probe_stale(run.host, run.provenance):  # older
                 page_fault_stage(run)
+                run.write()
+            if device == "cpu" and base is not None and mmap_threshold_stale(run.host):
+                mmap_threshold_stage(run)
                 run.write()
             run.provenance["framework_stage_s"] = dict(
                 run.provenance.get("framework_stage_s", {}))

@@ -24,7 +24,7 @@ from torch import nn
 from ftmodel.current_speed import at_current_speed, check_speed, speed_record
 from ftmodel.deprecation import renamed
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
-from ftmodel.estimate.allocator import mapped_page_faults, page_faults
+from ftmodel.estimate.allocator import mapped_page_faults, page_faults, process_start
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
@@ -135,6 +135,7 @@ class Predictor:
         self.host_threads = host_prof.threads
         self.heap, self.page_fault_s = heap_model(heap, self.profile, host_prof,
                                                    self.framework, self.warnings)
+        self.malloc = process_start(host_prof.mmap_threshold_bytes)  # where the heap starts
         self.device_model = DeviceModel(self.profile.device, self.dtype,
                                         self.framework.host_events_from or self.framework.name)
         missing = self.framework.missing_curves(self.profile.device)
@@ -238,12 +239,13 @@ class Predictor:
 
     def page_faults(self, program: Program) -> np.ndarray:
         """Page faults per kernel of ``program`` in the heap state predicted (zeros when the
-        heap is kept): :func:`ftmodel.estimate.allocator.page_faults`."""
+        heap is kept): :func:`ftmodel.estimate.allocator.page_faults`, from the thresholds the
+        host profile measured after ``import torch``."""
         if self.page_fault_s <= 0.0:
             return np.zeros(len(program.kernels))
         if not self.framework.allocations_known:  # large_allocations_known (_heap_model)
             return mapped_page_faults(program.kernels)
-        return page_faults(program.kernels)
+        return page_faults(program.kernels, self.malloc)
 
     def crossover(self, p1: Program, p2: Program, warnings: list[str], b1: float = 2.0
                   ) -> float | None:

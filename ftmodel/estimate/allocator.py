@@ -75,8 +75,17 @@ Counting semantics
   bytes go to the thread cache first (7 per size, never coalesced, so they pin the heap); the
   heap is one address range whose touched part is resident. A chunk faults in the pages it covers above the resident
   high-water mark; an mmap'd chunk faults in all its pages, every time.
-* Steady state: the program is simulated ``passes`` times from a fresh process's state (threshold
-  128 KiB, empty heap) and the last pass is reported, as a benchmark that warms up.
+* Steady state: the program is simulated ``passes`` times from the state a process is in when its
+  model first runs (an empty heap; :func:`process_start`'s thresholds) and the last pass is
+  reported, as a benchmark that warms up. The thresholds are not glibc's initial 128 KiB:
+  ``import torch`` frees a mapped chunk of about 1 MiB (torch 2.14 on the Intel Xeon VM: the
+  smallest request mapped afresh after it is 1,048,577-1,052,672 bytes), which raises the mmap
+  threshold to about 1 MiB and the trim threshold to 2 MiB before any model runs. Calibration
+  measures it in a fresh process (``HostProfile.mmap_threshold_bytes``). From glibc's initial
+  values the simulation trimmed and faulted at batch 1 where the plain processes measured no
+  faults (Intel Xeon, eager, the corpus's tuning half: of the 14 models measured without faults
+  at batch 1 in two runs, 10 were simulated with 49-1,685 per call; with the threshold after
+  ``import torch``, one, Swin-T).
 * Not counted: Python objects and other library scratch buffers (MKL, oneDNN's recurrent
   workspaces) that share the heap, the
   per-thread arenas of other threads, fastbins (consolidated like other free chunks here),
@@ -89,7 +98,8 @@ Counting semantics
   Xeon VM (calibration x22) they did fault, at batch 16 above all (1,500-41,000 pages per call
   for 10 of 19 models), but simulated they faulted at batches 1 and 4 too, where the processes
   measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to 39.9%;
-  the TCN at batch 1 1.01x to 1.46x). What does not depend on
+  the TCN at batch 1 1.01x to 1.46x); started from the threshold ``import torch`` leaves, 13.4%
+  again (P90 34.0%; the TCN 2.2% to 19.7%, T5 and FastViT 13-21%). What does not depend on
   the heap's layout is counted for them (:func:`mapped_page_faults`): a request above the mmap
   threshold's ceiling (32 MiB) is mapped afresh on every call and faults in all its pages. A
   GPT-2 decode step under inductor at context 1024 and batch 32 makes its KV cache anew each
@@ -101,7 +111,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -109,7 +119,7 @@ from ftmodel.program import Kernel
 from ftmodel.tracing.variants import ONEDNN_VARIANTS
 
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "StreamPass", "allocations",
-           "mapped_page_faults", "page_faults", "stream_page_faults"]
+           "mapped_page_faults", "page_faults", "process_start", "stream_page_faults"]
 
 # op classes whose oneDNN kernels (variants ONEDNN_VARIANTS) allocate scratch buffers per call
 ONEDNN_SCRATCH_CLASSES = frozenset({"conv", "conv_grouped"})
@@ -281,10 +291,22 @@ class _Heap:
         self.free_size[addr] = size
 
 
+def process_start(mmap_threshold_bytes: int = 0) -> GlibcMalloc:
+    """glibc's tunables as a process leaves them before its model runs: the mmap threshold
+    measured after ``import torch`` (``HostProfile.mmap_threshold_bytes``; 0 = not measured:
+    glibc's initial 128 KiB), the trim threshold twice it once it moved, as ``free`` sets it."""
+    cfg = GlibcMalloc()
+    if mmap_threshold_bytes <= cfg.mmap_threshold_bytes:
+        return cfg
+    threshold = min(int(mmap_threshold_bytes), cfg.mmap_threshold_max_bytes)
+    return replace(cfg, mmap_threshold_bytes=threshold, trim_threshold_bytes=2 * threshold)
+
+
 def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
                 passes: int = 3) -> np.ndarray:
     """Minor page faults each kernel of one steady-state forward pass makes under glibc's
-    malloc (the faults of the storages it allocates), as an array of ``len(kernels)``."""
+    malloc (the faults of the storages it allocates), as an array of ``len(kernels)``, from
+    ``cfg``'s thresholds (glibc's initial ones by default; :func:`process_start`)."""
     cfg = cfg or GlibcMalloc()
     allocs = allocations(kernels)
     starts: dict[int, list[Allocation]] = {}

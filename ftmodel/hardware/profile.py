@@ -84,6 +84,10 @@ class HostProfile:
     # seconds per 4 KiB page that malloc maps afresh (page fault, zero-fill, unmap), measured by
     # ftmodel.calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
     page_fault_s: float = 0.0
+    # glibc's mmap threshold in a fresh Python process after `import torch` (bytes), where the
+    # heap simulation starts (ftmodel.estimate.allocator.process_start); measured by
+    # ftmodel.calibration.allocator; 0 = not measured (glibc's initial 128 KiB)
+    mmap_threshold_bytes: int = 0
     # the device type whose launches the costs above were measured driving: "cpu" or "cuda"
     # ("" = not recorded). A compiled framework's costs measured on a CPU (C++ kernels) do not
     # price its launches on a GPU (Triton kernels, CUDA graph replays)
@@ -207,8 +211,17 @@ def _host(d: Any, path: str) -> HostProfile:
         threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
         page_fault_s=_get(d, "page_fault_s", float, path, 0.0),
+        mmap_threshold_bytes=_mmap_threshold(_get(d, "mmap_threshold_bytes", int, path, 0), path),
         drives=_drives(_get(d, "drives", str, path, ""), path),
     )
+
+
+def _mmap_threshold(value: int, path: str) -> int:
+    if not 0 <= value <= 1 << 40:
+        raise ProfileError(f"profile field '{path}.mmap_threshold_bytes' must be a byte count "
+                           f"between 0 (not measured) and 2**40, got {value}; re-run `ftmodel "
+                           "calibrate` to measure it")
+    return value
 
 
 def _drives(value: str, path: str) -> str:

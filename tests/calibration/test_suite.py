@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import platform
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,8 @@ import ftmodel.calibration.eager_stage as eager_stage
 import ftmodel.calibration.framework_stage as framework_stage
 import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import (MAPPING, PROBE_THREADS, fresh_mapping, median_probe,
-                                          page_fault_probe_stale, probe_page_fault_s)
+                                          mmap_threshold_stale, page_fault_probe_stale,
+                                          probe_mmap_threshold, probe_page_fault_s)
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.calibration.update import kept_for_update
@@ -469,6 +472,40 @@ def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_on
     assert after.host.frameworks == read_profile(quick_profile).host.frameworks
     assert after.provenance["page_fault_probe"]["mapping"] == MAPPING
     assert not page_fault_probe_stale(after.host, after.provenance)
+
+
+GLIBC = sys.platform == "linux" and platform.libc_ver()[0] == "glibc"
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
+def test_mmap_threshold_probe_finds_where_a_fresh_process_maps_blocks(quick_profile: Path
+                                                                       ) -> None:
+    probe = probe_mmap_threshold()
+    assert probe is not None
+    chunk, request = probe["mmap_threshold_bytes"], probe["smallest_mapped_request_bytes"]
+    assert 128 * 1024 <= chunk <= 32 << 20 and chunk % 16 == 0  # glibc's range, a chunk size
+    assert request < chunk <= request + 24  # the request, its 8-byte header, rounded up to 16
+    prof = read_profile(quick_profile)  # a calibration records it where predictions read it
+    assert prof.host is not None and prof.host.mmap_threshold_bytes == chunk
+    assert not mmap_threshold_stale(prof.host)
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
+def test_update_adds_the_mmap_threshold_without_re_measuring_the_fault_price(
+        quick_profile: Path, tmp_path: Path) -> None:
+    data = json.loads(quick_profile.read_text())
+    del data["host"]["mmap_threshold_bytes"]  # as profiles calibrated before it was measured
+    path = tmp_path / "no-threshold.json"
+    path.write_text(json.dumps(data))
+    before = read_profile(path)
+    assert mmap_threshold_stale(before.host)
+    after = suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1,
+                            update=True)
+    assert after.host is not None and before.host is not None
+    assert after.host.mmap_threshold_bytes >= 128 * 1024
+    assert after.host.page_fault_s == before.host.page_fault_s
+    assert after.host.frameworks == before.host.frameworks
+    assert after.provenance["mmap_threshold_probe"]["after"] == "import torch"
 
 
 def test_page_fault_probe_runs_its_op_on_one_thread_and_puts_the_count_back() -> None:

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from ftmodel.estimate.allocator import GlibcMalloc, allocations, mapped_page_faults, page_faults
+from ftmodel.estimate.allocator import (GlibcMalloc, allocations, mapped_page_faults, page_faults,
+                                        process_start)
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.program import Kernel
 
@@ -136,3 +137,27 @@ def test_inductor_counts_its_large_buffers_in_a_plain_process(
     assert any("32 MiB" in w for w in p.warnings)
     kept = ftmodel.predict_latency(big, "inductor", prof, batch, inputs=inputs, heap="kept")
     assert kept.page_faults == 0 and kept.latency_s < p.latency_s
+
+
+def _three_alive(size: int) -> list[Kernel]:
+    """Three buffers of ``size`` written in turn, all read by a last kernel, then freed."""
+    ks = [_kernel(((WEIGHTS, size),), ((i, size),)) for i in range(3)]
+    ks.append(_kernel(tuple((i, size) for i in range(3)), ((100, 4096),)))
+    return ks
+
+
+def test_the_threshold_import_torch_leaves_keeps_a_small_pass_resident() -> None:
+    ks = _three_alive(600 * 1024)
+    # from glibc's initial 128 KiB the first pass maps the buffers and raises the trim threshold
+    # to ~1.2 MiB only: every later pass grows the heap to 1.8 MiB and is trimmed back
+    assert page_faults(ks).sum() >= 400
+    # from the ~1 MiB threshold after `import torch` (trim threshold ~2 MiB) the heap is kept
+    assert page_faults(ks, process_start(1_052_672)).sum() == 0
+
+
+def test_process_start_is_glibc_initial_state_unless_measured_and_caps_at_the_ceiling() -> None:
+    assert process_start(0) == GlibcMalloc() == process_start(64 * 1024)
+    cfg = process_start(1_052_672)
+    assert (cfg.mmap_threshold_bytes, cfg.trim_threshold_bytes) == (1_052_672, 2_105_344)
+    big = process_start(1 << 30)
+    assert big.mmap_threshold_bytes == big.mmap_threshold_max_bytes == 32 * MIB

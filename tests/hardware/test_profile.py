@@ -141,6 +141,8 @@ def test_negative_number_rejected(tiny_profile: HardwareProfile, mutate: Any, fi
      "host.frameworks.eager.per_event_s"),
     (lambda d: d.__setitem__("kind", "guessed"), "kind"),
     (lambda d: d["host"].__setitem__("drives", "tpu"), "host.drives"),
+    (lambda d: d["host"].__setitem__("mmap_threshold_bytes", -1), "host.mmap_threshold_bytes"),
+    (lambda d: d["host"].__setitem__("mmap_threshold_bytes", 1.5), "host.mmap_threshold_bytes"),
 ])
 def test_bad_field_names_itself(tiny_profile: HardwareProfile, mutate: Any, field: str) -> None:
     d = _as_json(tiny_profile)
@@ -148,6 +150,17 @@ def test_bad_field_names_itself(tiny_profile: HardwareProfile, mutate: Any, fiel
     with pytest.raises(ProfileError) as err:
         profile_from_dict(d)
     assert field in str(err.value)
+
+
+def test_mmap_threshold_round_trips_and_defaults_to_unmeasured(tiny_profile: HardwareProfile,
+                                                              tmp_path: Path) -> None:
+    assert tiny_profile.host is not None
+    d = _as_json(tiny_profile)
+    del d["host"]["mmap_threshold_bytes"]  # a profile calibrated before it was measured
+    assert profile_from_dict(d).host.mmap_threshold_bytes == 0  # type: ignore[union-attr]
+    probed = replace(tiny_profile, host=replace(tiny_profile.host, mmap_threshold_bytes=1_052_672))
+    loaded = read_profile(write_profile(probed, tmp_path / "p.json"))
+    assert loaded.host is not None and loaded.host.mmap_threshold_bytes == 1_052_672
 
 
 def test_missing_device_named(tiny_profile: HardwareProfile, tmp_path: Path) -> None:
