@@ -79,7 +79,7 @@ Counting semantics
   model first runs (an empty heap; :func:`process_start`'s thresholds) and the last pass is
   reported, as a benchmark that warms up. The thresholds are not glibc's initial 128 KiB:
   ``import torch`` frees a mapped chunk of about 1 MiB (torch 2.14 on the Intel Xeon VM: the
-  smallest request mapped afresh after it is 1,048,577-1,052,672 bytes), which raises the mmap
+  smallest request mapped afresh after it is 1,052,651 bytes, a chunk of 1 MiB + 4 KiB), which raises the mmap
   threshold to about 1 MiB and the trim threshold to 2 MiB before any model runs. Calibration
   measures it in a fresh process (``HostProfile.mmap_threshold_bytes``). From glibc's initial
   values the simulation trimmed and faulted at batch 1 where the plain processes measured no
@@ -99,7 +99,8 @@ Counting semantics
   for 10 of 19 models), but simulated they faulted at batches 1 and 4 too, where the processes
   measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to 39.9%;
   the TCN at batch 1 1.01x to 1.46x); started from the threshold ``import torch`` leaves, 13.4%
-  again (P90 34.0%; the TCN 2.2% to 19.7%, T5 and FastViT 13-21%). What does not depend on
+  again (P90 34.0%; per model, against the predictions without it: the TCN 2.2% to 19.7%,
+  T5 12.6% to 20.2%, FastViT 13.5% to 20.9%). What does not depend on
   the heap's layout is counted for them (:func:`mapped_page_faults`): a request above the mmap
   threshold's ceiling (32 MiB) is mapped afresh on every call and faults in all its pages. A
   GPT-2 decode step under inductor at context 1024 and batch 32 makes its KV cache anew each
