@@ -41,7 +41,6 @@ the smallest block glibc mapped on its own gives the threshold.
 from __future__ import annotations
 
 import mmap
-import platform
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +50,7 @@ import numpy as np
 import torch
 
 from ftmodel.hardware.profile import HostProfile
+from ftmodel.heap import is_glibc
 from ftmodel.measure import measure_interleaved
 
 __all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe",
@@ -157,7 +157,7 @@ def probe_mmap_threshold(timeout_s: float = 120.0) -> dict[str, Any] | None:
     interpreter): ``{"mmap_threshold_bytes": chunk bytes, "smallest_mapped_request_bytes": n}``,
     or None where malloc is not glibc's or the child could not tell (it then leaves the
     simulation at glibc's initial threshold)."""
-    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+    if not is_glibc():
         return None
     try:
         out = subprocess.run([sys.executable, "-c", _THRESHOLD_CHILD], capture_output=True,
@@ -175,8 +175,7 @@ def probe_mmap_threshold(timeout_s: float = 120.0) -> dict[str, Any] | None:
 def mmap_threshold_stale(host: HostProfile | None) -> bool:
     """Whether a CPU profile lacks the mmap threshold after ``import torch`` (calibrated before
     ftmodel measured it, or where it could not be measured) and a glibc machine can add it."""
-    return ((host is None or host.mmap_threshold_bytes == 0) and sys.platform == "linux"
-            and platform.libc_ver()[0] == "glibc")
+    return (host is None or host.mmap_threshold_bytes == 0) and is_glibc()
 
 
 def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, Any]) -> bool:

@@ -15,7 +15,7 @@ import platform
 from typing import Any
 
 __all__ = ["DEFAULT_MALLOC_HELP", "allocator_setting", "heap_in_use_bytes", "heap_kept",
-           "keep_heap"]
+           "is_glibc", "keep_heap"]
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -25,9 +25,14 @@ _TOP_PAD_BYTES = 64 << 20
 _heap_kept = False
 
 
+def is_glibc() -> bool:
+    """Whether this process runs on Linux with glibc (whose malloc ftmodel models and tunes)."""
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
 def _glibc_function(name: str) -> Any:
     """glibc's function ``name`` through ctypes, or None elsewhere or where it lacks it."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not is_glibc():
         return None
     try:
         return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)

@@ -84,9 +84,8 @@ class HostProfile:
     # seconds per 4 KiB page that malloc maps afresh (page fault, zero-fill, unmap), measured by
     # ftmodel.calibration.allocator; 0 = not measured (predictions then assume the heap is kept)
     page_fault_s: float = 0.0
-    # glibc's mmap threshold in a fresh Python process after `import torch` (bytes), where the
-    # heap simulation starts (ftmodel.estimate.allocator.process_start); measured by
-    # ftmodel.calibration.allocator; 0 = not measured (glibc's initial 128 KiB)
+    # glibc's mmap threshold (bytes) after `import torch`, where the heap simulation starts,
+    # measured by ftmodel.calibration.allocator; 0 = not measured (glibc's initial 128 KiB)
     mmap_threshold_bytes: int = 0
     # the device type whose launches the costs above were measured driving: "cpu" or "cuda"
     # ("" = not recorded). A compiled framework's costs measured on a CPU (C++ kernels) do not

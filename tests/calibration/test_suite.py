@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import platform
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from ftmodel.tracing.variants import PREPACKED_VARIANTS
 import numpy as np
 
 from ftmodel.hardware.profile import HostProfile, OpClassData, read_profile
+from ftmodel.heap import is_glibc
 from ftmodel.measure import cpu_identity, heap_kept
 from ftmodel.tools.zoo import mlp
 
@@ -474,7 +473,7 @@ def test_page_fault_probe_maps_private_memory_and_update_re_measures_a_shared_on
     assert not page_fault_probe_stale(after.host, after.provenance)
 
 
-GLIBC = sys.platform == "linux" and platform.libc_ver()[0] == "glibc"
+GLIBC = is_glibc()
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
