@@ -179,8 +179,9 @@ def refit_in_model(profile: HardwareProfile, nets: InModelNetworks) -> Framework
     one Zen 2 guest, whose memory reference moved 1.5x and 0.63x between their first seconds and
     their medians, recorded device scales of 1.08 and 0.96; fitted again against their written
     curves, 1.01 and 1.00. The networks are priced in the heap state the profile records for its
-measurements (``provenance.allocator``). Networks of ``nets`` the profile has no time for are left out (a
-    profile written by older code); with none in common this raises ``ValueError``."""
+    measurements (``provenance.allocator``). Networks of ``nets`` the profile has no time for are
+    left out (a profile written by older code); with none in common this raises
+    ``ValueError``."""
     fw = nets.framework
     fh = profile.host.frameworks[fw]
     recorded = {str(s["network"]): s for s in fh.samples if "network" in s}

@@ -111,6 +111,11 @@ def _attributes_kept(model: nn.Module) -> Iterator[None]:
 # Python frames of these files are framework code (priced per module call and per op), not the
 # model's own glue; "/torch/" leaves torchvision, transformers and user code counted.
 _FRAMEWORK_FILES = (f"{os.sep}torch{os.sep}", f"{os.sep}ftmodel{os.sep}", "<frozen ")
+# the standard library's weak containers: their callbacks run when an object dies, inside
+# whatever frame drops the last reference (in a trace, a fake tensor's memo entry), not as calls
+# of the model; counted, a network's Python calls depended on what its process had traced before
+# (one such callback inside the first trace of a transformer block, none in later ones)
+_WEAKREF_FILES = ("weakref.py", "_weakrefset.py")
 _STDLIB = sysconfig.get_paths()["stdlib"]
 _FRAMEWORK, _LIBRARY, _MODEL = 0, 1, 2
 
@@ -118,6 +123,8 @@ _FRAMEWORK, _LIBRARY, _MODEL = 0, 1, 2
 def _code_kind(filename: str) -> int:
     """framework (torch, ftmodel), library (the standard library, generated code) or model."""
     if any(p in filename for p in _FRAMEWORK_FILES):
+        return _FRAMEWORK
+    if filename.startswith(_STDLIB) and os.path.basename(filename) in _WEAKREF_FILES:
         return _FRAMEWORK
     if filename.startswith("<") or (filename.startswith(_STDLIB)
                                     and "-packages" not in filename):

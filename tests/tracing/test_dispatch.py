@@ -8,6 +8,7 @@ from __future__ import annotations
 import resource
 import sys
 from typing import Any
+import weakref
 
 import pytest
 import torch
@@ -341,6 +342,31 @@ def test_python_calls_of_the_model_are_counted() -> None:
     assert plain.n_py_calls == 0
     from ftmodel.frameworks.eager import lower
     assert lower(tr).host_events["py_call"] == 4
+
+
+class _Mortal:
+    """An object with a weak-dictionary entry, whose callback runs when it dies."""
+
+
+_REGISTRY: weakref.WeakValueDictionary[str, _Mortal] = weakref.WeakValueDictionary()
+_DOOMED: list[_Mortal] = []
+
+
+class _DropsTheLastReference(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _DOOMED.clear()  # a C call; the object's weak-dictionary callback runs in this frame
+        return x.relu()
+
+
+def test_callbacks_of_dying_objects_are_not_the_models_calls() -> None:
+    """A weak container's callback runs inside whatever frame drops an object's last reference
+    (in a trace, the fake tensors' memo entries); it is not a call the model makes, and counting
+    it made a network's calls depend on what its process had traced before."""
+    _DOOMED.append(_Mortal())
+    _REGISTRY["doomed"] = _DOOMED[0]
+    tr = trace(_DropsTheLastReference(), torch.randn(2, 4))
+    assert "doomed" not in _REGISTRY  # the callback ran, during the forward
+    assert tr.n_py_calls == 0
 
 
 def test_calls_inside_an_aten_op_are_not_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
