@@ -430,3 +430,26 @@ def test_per_kind_forms_recover_a_scale_for_each_kind_of_kernel() -> None:
     no_conv = fit_in_model(host, dev, nbytes, kernels, measured, groups=groups,
                            device_by_kind=([0.0] * len(conv), mm, other))
     assert "device_scale_conv" not in no_conv
+
+
+def test_math_families_are_floored_at_a_plain_relu() -> None:
+    """A transcendental op's curve keeps what it costs per call beyond a plain elementwise op
+    (exact GELU runs oneDNN's eltwise primitive on every call): its floor is a ReLU on four
+    elements, which a prediction charges like any elementwise kernel; its samples run the op."""
+    from ftmodel.calibration.ops import MATH_FAMILIES, op_samples
+    from ftmodel.frameworks import eager
+    from ftmodel.tracing.dispatch import trace
+
+    samples = op_samples(quick=True)
+    for name in MATH_FAMILIES:
+        fam = samples[f"elementwise@{name}"]
+        floors = [s for s in fam if s.is_floor]
+        assert len(floors) == 1, name
+        ops = [m for k in eager.lower(trace(floors[0].module, floors[0].inputs)).kernels
+               for m in k.members]
+        assert ops == ["aten.relu.default"], (name, ops)
+        assert floors[0].inputs[0].numel() == 4
+        sample = next(s for s in fam if not s.is_floor)
+        ops = [m for k in eager.lower(trace(sample.module, sample.inputs)).kernels
+               for m in k.members]
+        assert ops and "aten.relu.default" not in ops, (name, ops)
