@@ -1,7 +1,8 @@
 """The op-sweep stage of calibration: time single-op samples, turn them into device curves.
 
 On a CPU a sample's device time is its time minus its family's floor (the same call on a few
-elements: host cost); on a GPU it is the time of one call inside a replayed CUDA graph of
+elements, or a plain ReLU for the transcendental families, ``calibration.ops.MATH_FAMILIES``:
+host cost); on a GPU it is the time of one call inside a replayed CUDA graph of
 repeated calls (:func:`ftmodel.measure.captured_repeats`), which has no host cost. See
 :mod:`ftmodel.calibration.suite` for where the stage sits.
 """

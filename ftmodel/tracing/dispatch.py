@@ -121,7 +121,8 @@ _FRAMEWORK, _LIBRARY, _MODEL = 0, 1, 2
 
 
 def _code_kind(filename: str) -> int:
-    """framework (torch, ftmodel), library (the standard library, generated code) or model."""
+    """framework (torch, ftmodel, the standard library's weak containers), library (the rest of
+    the standard library, generated code) or model."""
     if any(p in filename for p in _FRAMEWORK_FILES):
         return _FRAMEWORK
     if filename.startswith(_STDLIB) and os.path.basename(filename) in _WEAKREF_FILES:
