@@ -360,14 +360,10 @@ def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, li
             "conv": _conv1d_samples(quick, grid)}
 
 
-# Transcendental elementwise ops, each timed on a curve of its own (``elementwise@<op>``). Their
-# floor is a plain ReLU's, not their own: a prediction charges every elementwise kernel one host
-# cost (``kernel:elementwise``), so what an op costs per call beyond a plain one is device time
-# on its curve. Exact GELU in fp32 runs oneDNN's eltwise primitive on every call: on the Intel
-# Xeon (2 threads) a 4-element GELU took 17.8 us against ReLU's 4.4, and with its own floor
-# subtracted every GELU was priced that much too cheap (a 64-feature Linear + GELU: the GELU
-# measured +9-10 us in eager and TorchScript, predicted +6.5 and +2). The others' floors were
-# within 0.9 us of ReLU's.
+# Transcendental elementwise ops, each on a curve of its own (``elementwise@<op>``), floored at a
+# plain ReLU: a prediction charges every elementwise kernel one host cost, so an op's own
+# per-call cost is its curve's (exact fp32 GELU runs oneDNN's eltwise primitive on every call:
+# 17.8 us for 4 elements on the Intel Xeon, ReLU 4.4; docs/accuracy.md).
 MATH_FAMILIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu,
     "exp": torch.exp, "pow": lambda t: torch.pow(t, 3.0), "erf": torch.erf,
