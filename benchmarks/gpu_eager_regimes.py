@@ -58,24 +58,13 @@ def _sync(device: str) -> None:
 
 def _per_call(fn: Callable[[], object], device: str, calls: int,
               between: Callable[[], object] | None = None) -> list[float]:
-    import torch
+    from ftmodel.measure import time_once
     times = []
     for _ in range(calls):
         if between is not None:
             between()
             _sync(device)
-        if device.startswith("cuda"):
-            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(float(start.elapsed_time(end)) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+        times.append(time_once(fn, device))
     return times
 
 

@@ -41,7 +41,7 @@ from ftmodel.heap import DEFAULT_MALLOC_HELP, allocator_setting, heap_kept, keep
 from ftmodel.machine import cpu_identity, cpu_name
 from ftmodel.speed import Reference, SpeedMeter, active_meter
 
-__all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
+__all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved", "time_once",
            "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
            "captured_repeats", "cpu_identity", "cpu_name", "fastest_over_fastest", "fastest_plausible", "heap_kept",
            "keep_heap", "last_level_cache_bytes",
@@ -139,7 +139,9 @@ def settle(seconds: float) -> float:
     return time.perf_counter() - t0
 
 
-def _time_once(fn: Callable[[], object], device: str) -> float:
+def time_once(fn: Callable[[], object], device: str) -> float:
+    """Seconds one call of ``fn`` takes: between CUDA events, synchronised after it, on a GPU;
+    by the host clock on a CPU."""
     if device.startswith("cuda"):
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -154,7 +156,7 @@ def _time_once(fn: Callable[[], object], device: str) -> float:
 
 
 def _reps_for(fn: Callable[[], object], device: str, target_s: float, max_reps: int) -> int:
-    t = max(_time_once(fn, device), 1e-7)
+    t = max(time_once(fn, device), 1e-7)
     return int(max(3, min(max_reps, target_s / t)))
 
 
@@ -203,7 +205,7 @@ def measure_interleaved(fns: Mapping[K, Callable[[], object]], *, device: str = 
             after_ref[key] = len(refs) - 1
             if settle_s > 0:
                 fn()  # untimed: wakes the runtime's threads
-            times = [_time_once(fn, device) for _ in range(reps[key])]
+            times = [time_once(fn, device) for _ in range(reps[key])]
             raw[key] = statistics.median(times)
         timed.add(raw, refs, after_ref, settle_s)
     return timed.results(reps)
@@ -349,7 +351,7 @@ def measure_cold_interleaved(fns: Mapping[K, Callable[[], object]], *,
             for _ in range(reps):
                 flush()
                 synchronize(device)
-                times.append(_time_once(fn, device))
+                times.append(time_once(fn, device))
             raw[key] = statistics.median(times)
         timed.add(raw, refs, after_ref)
     return timed.results({k: reps for k in fns})
@@ -376,7 +378,7 @@ def captured_repeats(fn: Callable[[], object], device: str, *, target_s: float =
             fn()
     torch.cuda.current_stream(device).wait_stream(side)
     synchronize(device)
-    one_s = max(_time_once(fn, device), 1e-7)  # an upper bound: launch included
+    one_s = max(time_once(fn, device), 1e-7)  # an upper bound: launch included
     reps = int(max(1, min(max_reps, target_s / one_s)))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

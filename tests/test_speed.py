@@ -42,7 +42,7 @@ class ScriptedMeter(SpeedMeter):
 @pytest.fixture
 def constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every timed call takes 1 ms."""
-    monkeypatch.setattr(measure_mod, "_time_once", lambda fn, device: 1e-3)
+    monkeypatch.setattr(measure_mod, "time_once", lambda fn, device: 1e-3)
 
 
 def test_each_round_is_scaled_by_the_references_around_it(constant_time: None) -> None:
