@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 REGIMES = ("loop", "per-call", "timer", "after-graph", "after-profiler", "interleaved")
 MODELS = ("resnet34@96", "bert-6x384@64", "regnet_x_400mf@112")
 FIELDS = ("model", "regime", "device", "time_s", "spread", "calls", "sm_clock_mhz", "note")
@@ -50,20 +51,14 @@ def _sm_clock_mhz() -> int | None:
         return None
 
 
-def _sync(device: str) -> None:
-    import torch
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def _per_call(fn: Callable[[], object], device: str, calls: int,
               between: Callable[[], object] | None = None) -> list[float]:
-    from ftmodel.measure import time_once
+    from ftmodel.measure import synchronize, time_once
     times = []
     for _ in range(calls):
         if between is not None:
             between()
-            _sync(device)
+            synchronize(device)
         times.append(time_once(fn, device))
     return times
 
@@ -71,7 +66,8 @@ def _per_call(fn: Callable[[], object], device: str, calls: int,
 def run_one(model_name: str, regime: str, device: str, calls: int) -> dict[str, Any]:
     """Time ``model_name``'s batch-1 eager forward in ``regime``, in this process."""
     import torch
-    sys.path.insert(0, str(ROOT))
+
+    from ftmodel.measure import synchronize
     from ftmodel.tools.corpus import get_corpus_model
     from ftmodel.tracing.inputs import resolve_inputs
     torch.set_num_threads(2)
@@ -85,7 +81,7 @@ def run_one(model_name: str, regime: str, device: str, calls: int) -> dict[str, 
             return model(*inp.args, **inp.kwargs)
     for _ in range(5):
         forward()
-    _sync(device)
+    synchronize(device)
     between: Callable[[], object] | None = None
     note = ""
     if regime in ("after-graph", "interleaved"):
@@ -94,7 +90,7 @@ def run_one(model_name: str, regime: str, device: str, calls: int) -> dict[str, 
             replay = capture_forward(model, inp.args, inp.kwargs)
             for _ in range(5):
                 replay()
-            _sync(device)
+            synchronize(device)
             between = replay if regime == "interleaved" else None
         else:
             note = "no CUDA graph on this device"
@@ -104,15 +100,15 @@ def run_one(model_name: str, regime: str, device: str, calls: int) -> dict[str, 
                                          else [])
         with profile(activities=acts):
             forward()
-            _sync(device)
+            synchronize(device)
     if regime == "loop":
         rounds = []
         for _ in range(5):
-            _sync(device)
+            synchronize(device)
             t0 = time.perf_counter()
             for _ in range(calls):
                 forward()
-            _sync(device)
+            synchronize(device)
             rounds.append((time.perf_counter() - t0) / calls)
         times = rounds
     elif regime == "timer":
