@@ -78,6 +78,20 @@ def test_cnn_counts_with_mkldnn_conversion() -> None:
         False, False, True, False, False, False]
 
 
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
+def test_a_transcendental_op_on_a_blocked_tensor_keeps_its_own_curve() -> None:
+    """GELU between two oneDNN convolutions reads a blocked tensor, as the ReLU after them does,
+    but its time is its math: it keeps its op's variant and so its own curve, the ReLU takes
+    the blocked-layout one."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GELU(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
+    prog = _build(model, torch.randn(1, 3, 8, 8), 1).program
+    by_op = {k.members[0]: k.variant for k in prog.kernels}
+    assert by_op["aten::gelu"] == "math"
+    assert by_op["aten::relu_"] == ts_graph.BLOCKED_VARIANT
+
+
 def test_a_convolution_reading_more_weights_than_input_takes_the_weight_bound_variant() -> None:
     """A late-stage 1x1 convolution on a 2-px map reads 1 MiB of weights and 8 KiB of input:
     it streams its weights, unlike the 16 -> 96 one on a 32-px map before it."""
