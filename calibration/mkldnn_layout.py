@@ -16,7 +16,8 @@ Curves (TorchScript's own, see :mod:`ftmodel.calibration.framework_ops`):
 * ``torchscript/copy@to_mkldnn`` — a dense NCHW tensor into oneDNN's layout;
 * ``torchscript/copy@to_dense`` — a convolution's blocked output back to a dense tensor;
 * ``torchscript/elementwise:mkldnn_layout`` — an in-place ReLU on a convolution's blocked output (the
-  lowering gives that variant to every pointwise kernel whose input is blocked).
+  lowering gives that variant to every pointwise kernel whose input is blocked, except a
+  transcendental one, which keeps its own op's curve: GELU's math, not the layout, sets its time).
 
 Each sample is the op on one tensor size, timed in eager PyTorch (the same aten kernel the
 TorchScript interpreter calls), less its *floor*: the dense op on 4 elements (``clone`` for the
