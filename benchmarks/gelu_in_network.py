@@ -3,8 +3,9 @@
     python benchmarks/gelu_in_network.py --networks mlp2,transformer4,cnn0 --batch 1
 
 Each of the calibration's synthetic networks (``ftmodel.calibration.networks``) is timed as it is
-and with every ``nn.GELU`` replaced by ``nn.ReLU``, in eager PyTorch and frozen TorchScript, next
-to GELU and ReLU alone on the shapes the network gives them, all in one set of interleaved rounds
+and with every ``nn.GELU`` replaced by ``nn.ReLU``, in eager PyTorch and frozen TorchScript
+(``ftmodel.frameworks.torchscript.runner``), next to GELU and ReLU alone on the shapes the
+network gives them, all in one set of interleaved rounds
 (``ftmodel.measure.measure_interleaved``, ``--repeats`` times; the least and the median time of
 the repeats). Prints the network's GELU - ReLU difference and the sum of the lone differences:
 the calibration prices each GELU by the second. Times, 2 threads; nothing is written.
@@ -15,8 +16,8 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ftmodel.calibration.networks import synthetic_networks  # noqa: E402
+from ftmodel.calibration.sweep_stage import caller  # noqa: E402
+from ftmodel.frameworks import torchscript  # noqa: E402
 from ftmodel.measure import measure_interleaved  # noqa: E402
 
 
@@ -38,21 +41,6 @@ def _relu_for_gelu(model: nn.Module) -> nn.Module:
             if isinstance(child, nn.GELU):
                 setattr(mod, name, nn.ReLU())
     return out
-
-
-def _eager(model: nn.Module, xs: tuple[Any, ...]) -> Callable[[], object]:
-    def run() -> object:
-        with torch.no_grad():
-            return model(*xs)
-    return run
-
-
-def _torchscript(model: nn.Module, xs: tuple[Any, ...]) -> Callable[[], object]:
-    with torch.no_grad():
-        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, xs)))
-        for _ in range(5):
-            frozen(*xs)
-    return lambda: frozen(*xs)
 
 
 def _gelu_shapes(model: nn.Module, xs: tuple[Any, ...]) -> list[tuple[int, ...]]:
@@ -73,7 +61,6 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
     torch.set_num_threads(2)
-    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.jit's deprecation
     nets = {n.name: n for n in synthetic_networks(18)}
     fns: dict[tuple[str, str, str], Callable[[], object]] = {}
     shapes: dict[str, list[tuple[int, ...]]] = {}
@@ -83,13 +70,14 @@ def main() -> None:
         model = net.module.eval()
         shapes[name] = _gelu_shapes(model, xs)
         relu = _relu_for_gelu(model)
-        for fw, build in (("eager", _eager), ("torchscript", _torchscript)):
-            fns[(name, fw, "gelu")] = build(model, xs)
-            fns[(name, fw, "relu")] = build(relu, xs)
+        for variant, m in (("gelu", model), ("relu", relu)):
+            # eager: the module itself; TorchScript: the frozen artifact its predictions lower
+            fns[(name, "eager", variant)] = caller(m, xs)
+            fns[(name, "torchscript", variant)] = torchscript.runner(m, xs, args.batch)
         for s in set(shapes[name]):
             x = torch.randn(s)
-            fns[(name, "alone", f"gelu{s}")] = lambda x=x: F.gelu(x)
-            fns[(name, "alone", f"relu{s}")] = lambda x=x: F.relu(x)
+            fns[(name, "alone", f"gelu{s}")] = partial(F.gelu, x)
+            fns[(name, "alone", f"relu{s}")] = partial(F.relu, x)
     times: dict[tuple[str, str, str], list[float]] = {k: [] for k in fns}
     for _ in range(args.repeats):
         for key, m in measure_interleaved(fns, rounds=3, round_s=0.03, max_reps=300).items():

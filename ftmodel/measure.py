@@ -41,11 +41,12 @@ from ftmodel.heap import DEFAULT_MALLOC_HELP, allocator_setting, heap_kept, keep
 from ftmodel.machine import cpu_identity, cpu_name
 from ftmodel.speed import Reference, SpeedMeter, active_meter
 
-__all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved", "time_once",
-           "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting", "cache_flusher",
-           "captured_repeats", "cpu_identity", "cpu_name", "fastest_over_fastest", "fastest_plausible", "heap_kept",
-           "keep_heap", "last_level_cache_bytes",
-           "other_threads_running", "set_threads", "settle", "synchronize", "QUIET_TIMEOUT_S"]
+__all__ = ["Measurement", "measure", "measure_interleaved", "measure_cold_interleaved",
+           "time_once", "DEFAULT_MALLOC_HELP", "IMPLAUSIBLY_FAST", "allocator_setting",
+           "cache_flusher", "captured_repeats", "cpu_identity", "cpu_name",
+           "fastest_over_fastest", "fastest_plausible", "heap_kept", "keep_heap",
+           "last_level_cache_bytes", "other_threads_running", "set_threads", "settle",
+           "synchronize", "QUIET_TIMEOUT_S"]
 
 K = TypeVar("K", bound=Hashable)  # what names each timed callable
 
