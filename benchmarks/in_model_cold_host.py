@@ -38,10 +38,13 @@ from ftmodel.program import Kernel  # noqa: E402
 
 
 def cold_floor_penalties_s(raw_op_times: dict[str, list[dict[str, object]]]) -> dict[str, float]:
-    """Per op class (its base name), the first floor sample's cold − hot floor seconds."""
+    """Per op class (its base name), the first floor sample's cold − hot floor seconds, from the
+    shared curves (a framework's own curves, ``<framework>/<class>``, have no cold samples)."""
     out: dict[str, float] = {}
     for curve, rows in raw_op_times.items():
-        base = curve.split("/")[-1].split("@")[0].split(":")[0]
+        if "/" in curve:
+            continue
+        base = curve.split("@")[0].split(":")[0]
         for r in rows:
             if "cold_floor_s" in r and "floor_s" in r:
                 out.setdefault(base, float(str(r["cold_floor_s"])) - float(str(r["floor_s"])))
