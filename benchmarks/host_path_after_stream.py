@@ -7,8 +7,9 @@ untimed parallel reduction over S KiB (``buf.sum()``, as ``ftmodel.measure.cache
 flushes; S = 0: right after another call of the op, as the calibration's sweeps time it). What
 grows with S is the cost of the call's own path (Python, the dispatcher, the allocator, the
 kernel's code) once the stream has pushed it out of the caches. Each (S, op) is the median of
-``--calls`` flushed calls (``ftmodel.measure.time_once``), in ``--rounds`` rounds interleaved over
-the sizes; prints each one's median over the rounds in µs and how far its rounds lie apart.
+``--calls`` calls, each right after its stream (``ftmodel.measure.measure_cold_interleaved``
+with the stream as its flush), in ``--rounds`` rounds interleaved over the sizes; prints each
+one's median over the rounds in µs and how far its rounds lie apart.
 2 threads; nothing is written.
 """
 
@@ -26,20 +27,14 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ftmodel.measure import set_threads, time_once  # noqa: E402
+from ftmodel.measure import measure_cold_interleaved, set_threads  # noqa: E402
+
+def _nothing() -> None:
+    """S = 0: no stream, the op follows its own previous call."""
+
 
 OPS: dict[str, Callable[[torch.Tensor], object]] = {
     "relu": F.relu, "add": partial(torch.add, other=1.0), "gelu": F.gelu, "tanh": torch.tanh}
-
-
-def _median_after(stream: Callable[[], object] | None, op: Callable[[], object],
-                  calls: int) -> float:
-    times = []
-    for _ in range(calls):
-        if stream is not None:
-            stream()
-        times.append(time_once(op, "cpu"))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -53,15 +48,15 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes_kib.split(",")]
     x = torch.randn(1, 256)
     ops = {name: partial(OPS[name], x) for name in args.ops.split(",")}
-    streams = {s: (partial(torch.sum, torch.ones(s * 256)) if s else None) for s in sizes}
+    streams = {s: partial(torch.sum, torch.ones(s * 256)) if s else _nothing for s in sizes}
     times: dict[tuple[int, str], list[float]] = {(s, o): [] for s in sizes for o in ops}
     with torch.no_grad():
-        for fn in ops.values():  # warm-up
-            _median_after(None, fn, 20)
-        for _ in range(args.rounds):
+        for _ in range(args.rounds):  # rounds interleaved over the sizes
             for s in sizes:
-                for name, fn in ops.items():
-                    times[(s, name)].append(_median_after(streams[s], fn, args.calls) * 1e6)
+                # each call right after an untimed stream: the cold-operand timing itself
+                for name, m in measure_cold_interleaved(ops, flush=streams[s], rounds=1,
+                                                        reps=args.calls).items():
+                    times[(s, name)].append(m.time_s * 1e6)
     print("| streamed before (KiB) | " + " | ".join(ops) + " |")
     print("|---|" + "---|" * len(ops))
     for s in sizes:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,12 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.calibration.in_model_cpu import in_model_networks  # noqa: E402
 from ftmodel.calibration.networks import DEVICE_SCALED_FORMS, fit_in_model  # noqa: E402
+from ftmodel.estimate.cache import CacheModel  # noqa: E402
 from ftmodel.estimate.timeline import kernel_kinds  # noqa: E402
 from ftmodel.hardware.profile import read_profile  # noqa: E402
 from ftmodel.program import Kernel  # noqa: E402
 
 
-def cold_floor_penalties_s(raw_op_times: dict[str, list[dict[str, object]]]) -> dict[str, float]:
+def cold_floor_penalties_s(raw_op_times: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     """Per op class (its base name), the first floor sample's cold − hot floor seconds, from the
     shared curves (a framework's own curves, ``<framework>/<class>``, have no cold samples)."""
     out: dict[str, float] = {}
@@ -47,7 +49,7 @@ def cold_floor_penalties_s(raw_op_times: dict[str, list[dict[str, object]]]) -> 
         base = curve.split("@")[0].split(":")[0]
         for r in rows:
             if "cold_floor_s" in r and "floor_s" in r:
-                out.setdefault(base, float(str(r["cold_floor_s"])) - float(str(r["floor_s"])))
+                out.setdefault(base, float(r["cold_floor_s"]) - float(r["floor_s"]))
                 break
     return out
 
@@ -95,7 +97,8 @@ def main() -> None:
         **prof.host.frameworks, args.framework: replace(fh, in_model={})}))
     heap = "kept" if prof.provenance.get("allocator") == "heap kept" else "plain"
     predictor = Predictor(args.framework, bare, heap=heap)
-    lo, hi = args.lo_mib * 2**20, args.hi_mib * 2**20
+    # the soft LRU share of the operand cache model, over the host path's own thresholds
+    phi = np.vectorize(CacheModel(args.lo_mib * 2**20, args.hi_mib * 2**20).cold_share)
     cols: dict[str, list[float]] = {k: [] for k in ("host", "device", "bytes", "n", "cold", "t")}
     kinds: list[np.ndarray] = []
     groups: list[str] = []
@@ -105,12 +108,11 @@ def main() -> None:
             continue
         tl = predictor.program_timeline(prog)
         moved = np.array([k.bytes_total for k in prog.kernels], dtype=float)
-        phi = np.clip((_distance_bytes(prog.kernels, moved, args.distance) - lo) / (hi - lo),
-                      0.0, 1.0)
+        evicted = phi(_distance_bytes(prog.kernels, moved, args.distance))
         pen = np.array([penalty.get(k.op_class, penalty["elementwise"]) for k in prog.kernels])
         for key, value in (("host", tl.overhead_s), ("device", tl.compute_s),
                            ("bytes", float(moved.sum())), ("n", float(prog.n_python_launches)),
-                           ("cold", float((phi * pen).sum())), ("t", float(str(sample["time_s"])))):
+                           ("cold", float((evicted * pen).sum())), ("t", float(sample["time_s"]))):
             cols[key].append(value)
         kinds.append(np.bincount(kernel_kinds(prog.kernels), weights=tl.device_s, minlength=3))
         groups.append(net)
