@@ -12,9 +12,11 @@ preloaded (``LD_PRELOAD``; C source below, compiled with the system's ``cc``):
 * logs every ``malloc``/``posix_memalign``/``free`` of one call, with the program break
   (``sbrk(0)``) after each and the calling thread: how often the real heap grew and was trimmed.
 
-The parent then replays the main thread's logged stream through :func:`ftmodel.estimate.
-allocator.stream_page_faults` (3 passes from an empty heap; every thread's as one heap beside
-it: glibc gives the library's worker threads arenas of their own), and compares the
+The parent then replays the main arena's logged calls (the main thread's allocations and
+their frees from any thread: glibc gives the library's worker threads arenas of their own)
+through :func:`ftmodel.estimate.allocator.stream_page_faults` (``--passes`` passes from an empty
+heap; every thread's calls as one heap beside it) and through glibc itself in a fresh
+interpreter (:func:`ftmodel.calibration.allocator.replay_in_glibc`), and compares the
 allocations of 128 KiB or more that the call made with those the trace counts
 (:func:`~ftmodel.estimate.allocator.allocations`), beside the prediction's own simulated
 faults. Nothing is timed.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
+import dataclasses
 import json
 import os
 import resource
@@ -66,9 +69,9 @@ void free(void *p) { if (p) rec('f', 0, p, 0); __libc_free(p); }
 void *calloc(size_t a, size_t b) { void *p = __libc_calloc(a, b); rec('m', a * b, p, 0); return p; }
 void *realloc(void *o, size_t s) { void *p = __libc_realloc(o, s); rec('r', s, p, o); return p; }
 int posix_memalign(void **r, size_t al, size_t s) {
-  void *p = __libc_memalign(al, s); if (!p) return ENOMEM; *r = p; rec('m', s, p, 0); return 0; }
-void *memalign(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('m', s, p, 0); return p; }
-void *aligned_alloc(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('m', s, p, 0); return p; }
+  void *p = __libc_memalign(al, s); if (!p) return ENOMEM; *r = p; rec('a', s, p, 0); return 0; }
+void *memalign(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('a', s, p, 0); return p; }
+void *aligned_alloc(size_t al, size_t s) { void *p = __libc_memalign(al, s); rec('a', s, p, 0); return p; }
 void mlog_start(void) { n = 0; on = 1; }
 unsigned mlog_stop(const char *path) {
   on = 0; unsigned m = n < N ? n : N;
@@ -123,12 +126,15 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) 
 def _stream(log_path: str, tid: int | None = None
             ) -> tuple[list[tuple[str, int, int]], int, int, list[int]]:
     """(events for the replay, real grows, real trims, sizes of the allocations >= BIG); with
-    ``tid``, the calls of that thread only (glibc serves other threads from arenas of their
-    own, not the main heap the replay simulates)."""
+    ``tid``, the main arena's calls: that thread's allocations (glibc serves other threads from
+    arenas of their own, not the main heap the replay simulates) and their frees from whichever
+    thread frees them (a chunk goes back to the arena it came from; a worker thread that frees
+    the main thread's buffer frees it in the main heap)."""
     events: list[tuple[str, int, int]] = []
     grows = trims = 0
     big: list[int] = []
     last_brk = None
+    ours: set[int] = set()  # live pointers the main thread allocated
     for line in Path(log_path).read_text().splitlines():
         op, size, ptr, old, brk, caller = line.split()
         b = int(brk, 16)
@@ -136,17 +142,22 @@ def _stream(log_path: str, tid: int | None = None
             grows += b > last_brk
             trims += b < last_brk
         last_brk = b
-        if tid is not None and int(caller) != tid:
-            continue
+        mine = tid is None or int(caller) == tid
         if op == "r":  # realloc: a free of the old pointer, then a malloc
-            events.append(("free", 0, int(old, 16)))
+            if int(old, 16) in ours or (tid is None and int(old, 16)):
+                events.append(("free", 0, int(old, 16)))
+                ours.discard(int(old, 16))
             op = "m"
-        if op == "m":
-            events.append(("malloc", int(size), int(ptr, 16)))
+        if op in ("m", "a"):  # malloc, or posix_memalign (a tensor's data)
+            if not mine:
+                continue
+            events.append(("memalign" if op == "a" else "malloc", int(size), int(ptr, 16)))
+            ours.add(int(ptr, 16))
             if int(size) >= BIG:
                 big.append(int(size))
-        else:
+        elif mine or int(ptr, 16) in ours:
             events.append(("free", 0, int(ptr, 16)))
+            ours.discard(int(ptr, 16))
     return events, grows, trims, big
 
 
@@ -160,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, help="a CPU profile (the trace's lowering)")
     ap.add_argument("--models", default="", help="name:batch,... (corpus models)")
     ap.add_argument("--prior", default="1,4", help="batches each process runs first")
+    ap.add_argument("--passes", type=int, default=4, help="passes of each replay")
+    ap.add_argument("--as-aligned", action="store_true",
+                    help="replay every logged allocation as a posix_memalign (the large chunks' "
+                         "placement apart from the small plain mallocs')")
     ap.add_argument("--out", type=Path, default=None, help="also write the report here")
+    ap.add_argument("--keep-logs", type=Path, default=None,
+                    help="copy each logged call's malloc log into this folder")
     ap.add_argument("--child", nargs=4, metavar=("NAME", "BATCH", "LOGGER", "LOG"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -177,25 +194,36 @@ def main(argv: list[str] | None = None) -> int:
                          "logger; install one (e.g. build-essential) and run it again")
 
     from ftmodel.api import Predictor
+    from ftmodel.calibration.allocator import replay_in_glibc
     from ftmodel.estimate.allocator import allocations, page_faults, stream_page_faults
     from ftmodel.tools.corpus import get_corpus_model
 
     lines = ["# A real process's malloc calls, replayed through the page-fault simulation", "",
              f"- command: `python benchmarks/malloc_replay.py --profile {args.profile} --models "
              + args.models
-             + f" --prior {args.prior}`",
+             + f" --prior {args.prior} --passes {args.passes}"
+             + (" --as-aligned`" if args.as_aligned else "`"),
+             "- replayed: " + ("every logged allocation as a `posix_memalign(64, n)`"
+                               if args.as_aligned else
+                               "`posix_memalign` calls as aligned ones (a tensor's data), "
+                               "`malloc`, `calloc` and `realloc` as plain ones"),
              "- measured: minor faults per call (getrusage, 5 calls after warm-up, in a plain "
              "process with the logger preloaded); real heap: times the program break moved up / "
              "down during one logged call",
-             "- replay: the logged stream of the main thread (the one that calls the model; "
-             "glibc serves the library's worker threads from arenas of their own) through "
-             "`stream_page_faults`, passes 1 / 2 / 3 from an empty heap (faults, grows / trims); "
+             "- replay: the main arena's logged calls (the main thread's allocations, the one "
+             "that calls the model, and their frees from any thread; glibc serves the library's "
+             "worker threads from arenas of their own) through `stream_page_faults`, passes "
+             "1, 2, ... from an empty heap with the thresholds `import torch` leaves (the "
+             "profile's `mmap_threshold_bytes`) (faults, grows / trims); "
              "all threads: every thread's calls replayed as one heap; trace: the prediction's own "
              "simulation",
+             "- glibc itself: the same main-arena calls replayed through glibc's own "
+             "`posix_memalign` and `free` in a fresh interpreter after `import torch` "
+             "(`ftmodel.calibration.allocator.replay_in_glibc`), last pass",
              "", "| model | batch | measured faults | real heap grows / trims | replay faults "
-             "(pass 1 / 2 / 3) | replay grows / trims (pass 3) | all threads, pass 3 | trace "
-             "faults | logged ≥128 KiB (MiB) | traced ≥128 KiB (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(each pass) | replay grows / trims (last pass) | glibc itself | all threads, last "
+             "pass | trace faults | logged ≥128 KiB (MiB) | traced ≥128 KiB (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         src, lib = Path(tmp, "mlog.c"), Path(tmp, "mlog.so")
         src.write_text(LOGGER_C)
@@ -214,18 +242,30 @@ def main(argv: list[str] | None = None) -> int:
             out = json.loads(res.stdout.strip().splitlines()[-1])
             measured = out["faults_per_call"]
             events, grows, trims, big = _stream(log, int(out["main_tid"]))
-            replay = stream_page_faults(events, passes=3)
-            every = stream_page_faults(_stream(log)[0], passes=3)[-1]
+            everyone = _stream(log)[0]
+            if args.as_aligned:
+                events, everyone = ([("memalign" if op == "malloc" else op, n, k)
+                                     for op, n, k in evs] for evs in (events, everyone))
+            # glibc's own placement of aligned chunks (the prediction's simulation, in the
+            # trace column, places them as plain mallocs)
+            cfg = dataclasses.replace(predictor.malloc, memalign_padding=True)
+            replay = stream_page_faults(events, cfg, passes=args.passes)
+            every = stream_page_faults(everyone, cfg, passes=args.passes)[-1]
+            real = replay_in_glibc(events, args.passes, after_import_torch=True)
+            glibc = "–" if real is None else f"{real[-1]:,}"
+            if args.keep_logs is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                shutil.copy(log, args.keep_logs / f"{name}-b{batch}.log")
             zm = get_corpus_model(name)
             model = zm.build().eval()
             program = predictor.lower(model, zm.make_inputs, batch,
                                       predictor.trace(model, zm.make_inputs, batch))
             traced = [a.size_bytes for a in allocations(program.kernels) if a.size_bytes >= BIG]
-            simulated = float(page_faults(program.kernels).sum())
+            simulated = float(page_faults(program.kernels, predictor.malloc).sum())
             lines.append(
                 f"| {name} | {batch} | {measured:,.0f} | {grows} / {trims} | "
                 + " / ".join(f"{p.faults:,}" for p in replay)
-                + f" | {replay[-1].grows} / {replay[-1].trims} | {every.faults:,} | "
+                + f" | {replay[-1].grows} / {replay[-1].trims} | {glibc} | {every.faults:,} | "
                 f"{simulated:,.0f} | "
                 f"{len(big)}: {_sizes(big)} | {len(traced)}: {_sizes(traced)} |")
             print(lines[-1], flush=True)

@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         heap = r.get("predicted_heap") or "kept"
         by_model.setdefault((r["model"], heap), []).append(r)
     old, new, meas, names, halves, at_speed, batch = [], [], [], [], [], [], []
+    faults: list[tuple[float, float, float]] = []  # (committed, current, measured) per call
+    fault_halves: list[str] = []
     exponents = [float(x) for x in args.speed_exponents.split(",") if x.strip()]
     # at the speed probed before each measuring process (corpus runs), per exponent
     now: dict[float, list[float]] = {e: [] for e in exponents}
@@ -157,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                               if per else float("nan"))
             names.append(name)
             halves.append(r.get("half", "all"))
+            if heap == "plain" and r.get("faults_per_call") and r.get("predicted_faults"):
+                faults.append((float(r["predicted_faults"]), float(p.page_faults),
+                               float(r["faults_per_call"])))
+                fault_halves.append(r.get("half", "all"))
             batch.append(int(r["batch"]))
     o, n, m = np.array(old), np.array(new), np.array(meas)
     dropped = f" without {args.drop_curves}" if args.drop_curves else ""
@@ -175,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
                 what = "" if e == 1.0 else f" (exponent {e:g})"
                 print(f"  {label}current code, speed probed before measuring{what}: "
                       f"{_stats(w, m[sel])}")
+    for half in sorted(set(fault_halves)):
+        f = np.array([x for x, h in zip(faults, fault_halves) if h == half])
+        # counts + 100, so that points near zero compare by absolute difference
+        logs = np.abs(np.log((f[:, :2] + 100) / (f[:, 2:] + 100)))
+        print(f"  {half} half, page faults per call against measured ({len(f)} plain points): "
+              f"committed within 2x {int((logs[:, 0] <= np.log(2)).sum())}, median |log "
+              f"ratio| {np.median(logs[:, 0]):.2f}; current within 2x "
+              f"{int((logs[:, 1] <= np.log(2)).sum())}, {np.median(logs[:, 1]):.2f}")
     if args.points:
         print(f"  {'model':<28} {'half':<9} {'batch':>5} {'measured ms':>12} "
               f"{'committed':>9} {'current':>8}  (predicted / measured)")

@@ -36,10 +36,15 @@ mmap threshold a fresh Python process has after ``import torch``, which is not g
 A child process imports torch, then asks ``malloc`` for blocks of a bisected size without ever
 freeing one (a free would move the threshold it measures) and reads each block's chunk header:
 the smallest block glibc mapped on its own gives the threshold.
+
+:func:`replay_in_glibc` is the simulation's check against glibc itself: an allocation stream
+replayed through the real ``posix_memalign``, ``malloc`` and ``free`` in a fresh interpreter, each buffer
+written in full, its minor faults counted per pass.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import subprocess
 import sys
@@ -55,7 +60,7 @@ from ftmodel.measure import measure_interleaved
 
 __all__ = ["MAPPING", "PAGE_BYTES", "PROBE_THREADS", "fresh_mapping", "median_probe",
            "mmap_threshold_stale", "page_fault_probe_stale", "probe_mmap_threshold",
-           "probe_page_fault_s"]
+           "probe_page_fault_s", "replay_in_glibc"]
 
 PAGE_BYTES = 4096
 SIZES_MIB = (2, 8, 32)
@@ -187,3 +192,68 @@ def page_fault_probe_stale(host: HostProfile | None, provenance: Mapping[str, An
     probe = provenance.get("page_fault_probe")
     return (host is None or host.page_fault_s == 0.0 or not isinstance(probe, dict)
             or probe.get("mapping") != MAPPING or probe.get("threads") != PROBE_THREADS)
+
+
+# the child of replay_in_glibc: [events, passes, import torch?] on stdin; each "memalign" is a
+# posix_memalign(64, n), as c10 allocates a CPU tensor's data, each "malloc" a plain malloc, and
+# every block is written in full (its pages fault in as a tensor's do); prints the minor page
+# faults of each pass
+_REPLAY_CHILD = r"""
+import ctypes, json, resource, sys
+events, passes, after_torch = json.loads(sys.stdin.read())
+if after_torch:
+    import torch  # noqa: F401
+libc = ctypes.CDLL("libc.so.6")
+malloc, memalign, free, memset = libc.malloc, libc.posix_memalign, libc.free, libc.memset
+malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+free.argtypes, memset.argtypes = [ctypes.c_void_p], [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+# everything the loop touches exists before it: a dict or list growing inside the loop would
+# malloc between the replayed calls and move where glibc places them
+keys = {k: i for i, k in enumerate(dict.fromkeys(e[2] for e in events))}
+stream = [(("free", "malloc", "memalign").index(op), int(size), keys[k]) for op, size, k in events]
+live, held, faults = [None] * len(keys), [False] * len(keys), [0] * passes
+out = ctypes.c_void_p()
+ref = ctypes.byref(out)
+for p in range(passes):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for kind, size, i in stream:
+        if kind:
+            if kind == 2:
+                if memalign(ref, 64, size) != 0:
+                    sys.exit(4)
+                live[i] = out.value
+            else:
+                live[i] = malloc(size)
+            memset(live[i], 1, size)
+            held[i] = True
+        elif held[i]:
+            free(live[i])
+            held[i] = False
+    faults[p] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(json.dumps(faults))
+"""
+
+
+def replay_in_glibc(events: Sequence[tuple[str, int, int]], passes: int = 3,
+                    after_import_torch: bool = False,
+                    timeout_s: float = 300.0) -> list[int] | None:
+    """Minor page faults of each of ``passes`` passes over ``events`` (``("memalign", bytes,
+    key)``, ``("malloc", bytes, key)`` and ``("free", 0, key)``, as
+    :func:`ftmodel.estimate.allocator.stream_page_faults` takes them) through glibc's own allocator in a fresh interpreter, from glibc's initial state or
+    from the one ``import torch`` leaves; None where malloc is not glibc's or the child failed.
+    The interpreter's own allocations before the replay share that heap and can leave it in
+    another state: the same 1 MiB chain settles at 3,360 faults per pass after opening libc by
+    name and at none after ``ctypes.CDLL(None)`` (AMD EPYC, glibc 2.36), as a model's faults
+    differ between two fresh processes."""
+    if not is_glibc():
+        return None
+    payload = json.dumps([[list(e) for e in events], int(passes), bool(after_import_torch)])
+    try:
+        out = subprocess.run([sys.executable, "-I", "-c", _REPLAY_CHILD], input=payload,
+                             capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return [int(n) for n in json.loads(out.stdout)]

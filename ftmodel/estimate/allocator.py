@@ -16,47 +16,21 @@ first touch):
   pass grows the heap to its peak live memory and frees it at the end, so it is trimmed and
   faulted in again every pass.
 
-:func:`page_faults` simulates this along a program's allocations (mallopt(3), glibc's
-``malloc.c``: ``_int_free``, ``systrim``, ``sysmalloc``; defaults of glibc 2.26 onwards). Each
-page is charged ``HostProfile.page_fault_s``, which calibration measures on private anonymous
-pages as malloc maps them, written by an op on one thread
-(:mod:`ftmodel.calibration.allocator`; 0.81 µs on a 2-vCPU AMD EPYC, where a probe on shared
-memory had priced 1.67 µs and the corpus's held-out eager median APE in a plain process was
-14.4% with that price, 10.2% with the right one).
-Predictions use it for a plain process (``heap="plain"``, the default). On the validation
-corpus's tuning half (AMD EPYC, eager, plain process), adding its faults at the calibrated price
-takes the median APE from 24.2% to 18.6% and the P90 from 53.9% to 46.9% (median predicted /
-measured 0.78 -> 0.91), although per model its fault counts differ from the measured ones by
-0.1-10x in both directions
-(``ru_minflt`` per call; e.g. a TCN at batch 4: 3,551 simulated, 10,700-16,200 measured; GPT-2
-at batch 16: 61,091 simulated, 4,300-15,000 measured). Two causes, found by logging the real
-``malloc``/``posix_memalign``/``free`` stream of a forward pass (an ``LD_PRELOAD`` shim) and
-replaying it through this simulation: (1) the trace misses allocations made inside ops — a
-TCN's oneDNN convolutions allocate a weight-sized reorder buffer and an output-sized blocked
-buffer per call (50 buffers of 2 MiB per pass against 31 traced); replaying the real stream gives
-8,100 faults against 10,700 measured; (2) for GPT-2 the real and traced large allocations are the
-same, yet the replay still trims about five times per pass where ``strace`` shows glibc trimming
-once (48 MiB), so the simulated heap layout is still wrong (the heap's long-lived chunks from
-before the pass, which pin its top, are unknown to it). ``benchmarks/malloc_replay.py`` logs the
-program break beside each call (Intel Xeon, ``malloc-replay.md``): in one forward pass at batch
-16 the real heap grew 27 times and was trimmed 8 times for a TCN (55,658 faults), once and never
-for GPT-2 (14,170), while the replay of the same calls settles at 14 / 3 (26,607 faults) and
-39 / 8 (57,697). A replay from an empty heap's first pass gives 62,228 and 63,484: the TCN's
-real heap behaves as if fresh every pass, GPT-2's as if a large free region below a pinned chunk
-served every buffer. Which one a process is in depends on chunks its earlier life left in the
-heap, which neither the trace nor the replay sees. Those replays mixed the worker threads' calls
-into the main heap, where glibc serves them from arenas of their own; replaying the main
-thread's calls alone (AMD EPYC, batch 16, ``benchmarks/results/cpu-epyc/malloc-replay.md``)
-reproduces the real heap's grows and trims for FastViT-T8 (12 / 2 each; 19,146 faults against
-25,415 measured, 9,190 with every thread's calls, 12,228 traced: the trace misses 58 of its 374
-allocations of 128 KiB or more. oneDNN's verbose log shows they are the inputs of its depthwise
-and 1x1 convolutions re-ordered into the blocked layout (padded to 16 channels), 58 per call;
-none for the grouped ones run as GEMMs or a 3-channel 3x3 stem. They are not counted here:
-counted, they took the simulated faults further from the measured ones on a Zen 3 guest's
-tuning half, ``benchmarks/results/cpu-epyc-milan/README.md``.) It
-does not reproduce the TCN's heap (12 / 3 against 31 / 9) or GPT-2's. Counting the measured
-faults instead of the simulated ones would move the corpus's median APE little (run x12,
-held-out at calibration speed: 10.2% either way; tuning 13.1% to 11.6%).
+Tensor storages come from ``posix_memalign(64, n)``, which glibc serves through
+``_int_memalign``: it takes a chunk 64 + 32 bytes larger than the request's own and frees the
+spare room, so a freed chunk of exactly a request's size cannot serve it again until it
+coalesces with a neighbour. :class:`GlibcMalloc` ``(memalign_padding=True)`` places chunks so,
+and reproduces glibc 2.36 itself within 2% on real processes' logged calls (AMD EPYC, four
+models at batch 16; ``benchmarks/malloc_replay.py``). Predictions place tensors as plain
+mallocs of their size (the default): real processes do not start from the empty heap a replay
+starts from (a TCN at batch 16 faulted 12,192 and 56,886 pages per call in two fresh
+processes), and on the corpus's tuning halves glibc's placement took the simulated faults
+further from the measured ones (``docs/accuracy.md``, "Page faults of a plain process").
+:func:`page_faults` simulates the heap along a program's allocations (mallopt(3), glibc's
+``malloc.c``: ``_int_memalign``, ``_int_free``, ``systrim``, ``sysmalloc``; defaults of glibc
+2.26 onwards). Each page is charged ``HostProfile.page_fault_s``, which calibration measures
+on private anonymous pages as malloc maps them, written by an op on one thread
+(:mod:`ftmodel.calibration.allocator`), for a plain process (``heap="plain"``, the default).
 
 Counting semantics
 ------------------
@@ -64,32 +38,31 @@ Counting semantics
   earlier (storages read first are parameters, buffers or inputs: they live across calls), and
   freed just after the last kernel that reads or writes it. Its size is the largest write seen.
 * A oneDNN convolution (variant ``mkldnn`` or ``mkldnn_unaligned``) also allocates, for its own
-  duration, a buffer the size of its weights (reordered to oneDNN's blocked layout on every eager call) and one the
-  size of its output (computed in the blocked layout, then reordered into the output tensor),
-  as logging the ``malloc`` calls of a forward pass shows. On the corpus's tuning half this
-  takes Wide-ResNet-50 at batch 4 from 1,640 simulated faults per call to 27,651, what four
-  runs measured every time (its last stage's 37.7 MB weight copies exceed glibc's 32 MiB
-  ceiling on the mmap threshold, so each is mapped afresh), and ResNet-34 and ResNeXt-50 at
-  batch 4 from 1,119 and 3,800 to 0 (measured: 0); it leaves FastViT and ConvNeXt-T under.
-* Free chunks are reused best-fit and coalesce with free neighbours; chunks of at most 1040
-  bytes go to the thread cache first (7 per size, never coalesced, so they pin the heap); the
-  heap is one address range whose touched part is resident. A chunk faults in the pages it covers above the resident
+  duration, a buffer the size of its weights (reordered to oneDNN's blocked layout on every
+  eager call) and one the size of its output (computed blocked, then reordered into the output
+  tensor), as logging a forward pass's ``malloc`` calls shows (Wide-ResNet-50 at batch 4:
+  27,651 faults per call simulated, as measured, from 1,640 without them). Not counted: the
+  input reorder of a channel-aligned one (``docs/accuracy.md``).
+* Free chunks are reused best-fit and coalesce with free neighbours; a free of 64 KiB or more
+  (after coalescing) trims a top chunk above the trim threshold. Chunks of at most 1040 bytes
+  go to the thread cache first (7 per size, never coalesced, so they pin the heap; padded
+  aligned requests do not take from it). The heap is one address range whose touched part is
+  resident. A chunk faults in the pages it covers above the resident
   high-water mark; an mmap'd chunk faults in all its pages, every time.
 * Steady state: the program is simulated ``passes`` times from the state a process is in when its
   model first runs (an empty heap; :func:`process_start`'s thresholds) and the last pass is
   reported, as a benchmark that warms up. The thresholds are not glibc's initial 128 KiB:
-  ``import torch`` frees a mapped chunk of about 1 MiB (torch 2.14 on the Intel Xeon VM: the
-  smallest request mapped afresh after it is 1,052,651 bytes, a chunk of 1 MiB + 4 KiB), which raises the mmap
-  threshold to about 1 MiB and the trim threshold to 2 MiB before any model runs. Calibration
-  measures it in a fresh process (``HostProfile.mmap_threshold_bytes``). From glibc's initial
-  values the simulation trimmed and faulted at batch 1 where the plain processes measured no
-  faults (Intel Xeon, eager, the corpus's tuning half: of the 14 models measured without faults
-  at batch 1 in two runs, 10 were simulated with 49-1,685 per call; with the threshold after
-  ``import torch``, one, Swin-T).
-* Not counted: Python objects and other library scratch buffers (MKL, oneDNN's recurrent
-  workspaces) that share the heap, the
-  per-thread arenas of other threads, fastbins (consolidated like other free chunks here),
-  transparent huge pages.
+  ``import torch`` frees a mapped chunk of about 1 MiB (torch 2.14: the smallest request
+  mapped afresh after it is 1,052,651 bytes), which raises the mmap threshold to about 1 MiB
+  and the trim threshold to 2 MiB before any model runs; calibration measures it in a fresh
+  process (``HostProfile.mmap_threshold_bytes``). From glibc's initial values the simulation
+  faulted at batch 1 where the plain processes did not (Intel Xeon, eager, tuning half: 10 of
+  the 14 models measured without faults at batch 1; from the threshold after ``import
+  torch``, one).
+* Not counted: Python and C++ objects (a tensor's ``StorageImpl`` and ``TensorImpl``: plain
+  mallocs of 96 and 176 bytes around its data) and other library scratch buffers that share
+  the heap, the per-thread arenas of other threads, fastbins (consolidated like other free
+  chunks here), transparent huge pages.
 * Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime) allocate
   nothing here. TorchScript's come from its graph walk (each node's output storage). Inductor's
   kernels carry their wrapper's buffers, but predictions do not simulate the heap for them
@@ -97,15 +70,11 @@ Counting semantics
   of faults per call where inductor's plain processes measured none (AMD EPYC). On the Intel
   Xeon VM (calibration x22) they did fault, at batch 16 above all (1,500-41,000 pages per call
   for 10 of 19 models), but simulated they faulted at batches 1 and 4 too, where the processes
-  measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to 39.9%;
-  the TCN at batch 1 1.01x to 1.46x); started from the threshold ``import torch`` leaves, 13.4%
-  again (P90 34.0%; per model, against the predictions without it: the TCN 2.2% to 19.7%,
-  T5 12.6% to 20.2%, FastViT 13.5% to 20.9%). What does not depend on
+  measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to
+  39.9%), from either starting threshold. What does not depend on
   the heap's layout is counted for them (:func:`mapped_page_faults`): a request above the mmap
-  threshold's ceiling (32 MiB) is mapped afresh on every call and faults in all its pages. A
-  GPT-2 decode step under inductor at context 1024 and batch 32 makes its KV cache anew each
-  step (12 buffers of 67 MB): 197,000 faults, 160 ms at 0.81 µs, of 366 ms measured, where the
-  prediction without them gave 57 ms.
+  threshold's ceiling (32 MiB) is mapped afresh on every call and faults in all its pages (a
+  GPT-2 decode step's new 67 MB KV caches, context 1024, batch 32: 160 of 366 ms measured).
 """
 
 from __future__ import annotations
@@ -127,6 +96,8 @@ ONEDNN_SCRATCH_CLASSES = frozenset({"conv", "conv_grouped"})
 
 KIB = 1024
 MIB = 1024 * KIB
+SIZE_SZ = 8  # glibc's size field on 64-bit
+MIN_CHUNK_BYTES = 32  # MINSIZE
 
 
 @dataclass(frozen=True)
@@ -139,8 +110,12 @@ class GlibcMalloc:
     top_pad_bytes: int = 128 * KIB  # DEFAULT_TOP_PAD
     consolidation_bytes: int = 64 * KIB  # FASTBIN_CONSOLIDATION_THRESHOLD: frees that may trim
     page_bytes: int = 4096
-    header_bytes: int = 16  # chunk header; chunks are multiples of 16 bytes
     alignment_bytes: int = 64  # c10's posix_memalign alignment
+    # whether a tensor's chunk is placed as glibc's _int_memalign places it (a chunk 96 bytes
+    # larger taken, its spare room freed); off, it is placed as a plain malloc of its size
+    # would be, as predictions do (see the module's docstring), and only the choice between the
+    # heap and a fresh mapping sees the padding
+    memalign_padding: bool = False
     tcache_max_chunk_bytes: int = 1040  # chunks up to this size go to the thread cache ...
     tcache_count: int = 7  # ... at most this many per size (never coalesced: they pin the heap)
 
@@ -204,13 +179,58 @@ class _Heap:
         return max(0, -(-hi // p) - lo // p) if hi > lo else 0
 
     def malloc(self, request: int) -> tuple[int, int, bool, int]:
-        """(address, chunk bytes, mmap'd, pages faulted in) for a request of ``request``
-        bytes."""
-        cfg = self.cfg
-        nb = max(32, -(-(request + cfg.header_bytes) // 16) * 16)
+        """(address, chunk bytes, mmap'd, pages faulted in) for a plain ``malloc(request)``: an
+        exact-size chunk from the thread cache first (C++ objects such as a tensor's
+        ``StorageImpl`` and ``TensorImpl``), else :meth:`_int_malloc`'s."""
+        nb = self._request2size(request)
         cached = self.tcache.get(nb)
-        if cached:  # the thread cache: exact size, last in first out
+        if cached:
             return cached.pop(), nb, False, 0
+        return self._int_malloc(nb)
+
+    def memalign(self, request: int) -> tuple[int, int, bool, int]:
+        """(address, chunk bytes, mmap'd, pages faulted in) for ``posix_memalign(alignment,
+        request)``, as c10 allocates a CPU tensor's data and glibc's ``_int_memalign`` serves
+        it: a chunk ``alignment + MINSIZE`` larger than the request's own is taken, and its
+        leading and trailing spare room are freed again (so a freed chunk of exactly the
+        request's size cannot serve the same request: it must coalesce with a neighbour
+        first)."""
+        cfg = self.cfg
+        nb = self._request2size(request)
+        if cfg.alignment_bytes <= 2 * SIZE_SZ:
+            return self.malloc(request)
+        if not cfg.memalign_padding:  # as a plain malloc of the request would be placed
+            cached = self.tcache.get(nb)
+            if cached:
+                return cached.pop(), nb, False, 0
+            return self._int_malloc(nb, nb + cfg.alignment_bytes + MIN_CHUNK_BYTES)
+        addr, size, mmapped, pages = self._int_malloc(
+            self._request2size(nb + cfg.alignment_bytes + MIN_CHUNK_BYTES))
+        if mmapped:
+            return addr, size, True, pages
+        mem = addr + 2 * SIZE_SZ
+        if mem % cfg.alignment_bytes:  # give back the leader
+            new = -(-mem // cfg.alignment_bytes) * cfg.alignment_bytes - 2 * SIZE_SZ
+            if new - addr < MIN_CHUNK_BYTES:
+                new += cfg.alignment_bytes
+            self.free(addr, new - addr, False)
+            size -= new - addr
+            addr = new
+        if size > nb + MIN_CHUNK_BYTES:  # and the spare room at the end
+            self.free(addr + nb, size - nb, False)
+            size = nb
+        return addr, size, False, pages
+
+    def _request2size(self, request: int) -> int:
+        """glibc's ``request2size``: the chunk bytes a request needs (its size field's word
+        overlaps the next chunk; 16-byte multiples, at least MINSIZE)."""
+        return max(MIN_CHUNK_BYTES, (request + SIZE_SZ + 15) // 16 * 16)
+
+    def _int_malloc(self, nb: int, mmap_nb: int = 0) -> tuple[int, int, bool, int]:
+        """(address, chunk bytes, mmap'd, pages faulted in) for a chunk of ``nb`` bytes: the
+        best-fitting free chunk, else the top chunk, else the heap grows or, when ``mmap_nb``
+        (default ``nb``) is at or above the mmap threshold, the chunk is mapped on its own."""
+        cfg = self.cfg
         # best fit among free chunks
         best, best_size = -1, 0
         for a in self.free_addrs:
@@ -221,20 +241,19 @@ class _Heap:
                     break
         if best >= 0:
             self._take_free(best)
-            if best_size - nb >= 32:  # split: the remainder stays free
+            if best_size - nb >= MIN_CHUNK_BYTES:  # split: the remainder stays free
                 self._put_free(best + nb, best_size - nb)
             else:
                 nb = best_size
             return best, nb, False, self._touch(best, best + nb)
-        if self.brk - self.top >= nb + 32:  # the top chunk holds it
+        if self.brk - self.top >= nb + MIN_CHUNK_BYTES:  # the top chunk holds it
             addr = self.top
             self.top += nb
             return addr, nb, False, self._touch(addr, addr + nb)
-        # memalign asks for alignment + MINSIZE more; sysmalloc decides on that size
-        if nb + cfg.alignment_bytes + 32 >= self.mmap_threshold:
-            size = -(-(nb + cfg.alignment_bytes) // cfg.page_bytes) * cfg.page_bytes
+        if max(nb, mmap_nb) >= self.mmap_threshold:
+            size = -(-(max(nb, mmap_nb) + SIZE_SZ) // cfg.page_bytes) * cfg.page_bytes
             return -1, size, True, size // cfg.page_bytes
-        need = nb + 32 - (self.brk - self.top)
+        need = nb + MIN_CHUNK_BYTES - (self.brk - self.top)
         self.brk += -(-(need + cfg.top_pad_bytes) // cfg.page_bytes) * cfg.page_bytes
         addr = self.top
         self.top += nb
@@ -265,10 +284,12 @@ class _Heap:
             self._take_free(above)
         if hi == self.top:
             self.top = lo
-            if hi - lo >= cfg.consolidation_bytes and self.brk - self.top >= self.trim_threshold:
-                self._trim()
         else:
             self._put_free(lo, hi - lo)
+        # _int_free: a large enough free (after coalescing) trims a top chunk above the trim
+        # threshold, wherever the freed chunk lies
+        if hi - lo >= cfg.consolidation_bytes and self.brk - self.top >= self.trim_threshold:
+            self._trim()
 
     def _trim(self) -> None:
         cfg = self.cfg
@@ -322,13 +343,12 @@ def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
         live: dict[int, tuple[int, int, bool]] = {}
         for i in range(len(kernels)):
             for a in starts.get(i, ()):
-                addr, size, mm, n = heap.malloc(a.size_bytes)
+                addr, size, mm, n = heap.memalign(a.size_bytes)
                 live[a.sid] = (addr, size, mm)
                 faults[i] += n
             for a in ends.get(i, ()):
                 heap.free(*live.pop(a.sid))
     return faults
-
 
 @dataclass(frozen=True)
 class StreamPass:
@@ -343,10 +363,12 @@ class StreamPass:
 def stream_page_faults(events: Sequence[tuple[str, int, int]], cfg: GlibcMalloc | None = None,
                        passes: int = 3) -> list[StreamPass]:
     """This simulation replaying a logged allocation stream ``passes`` times from an empty
-    heap: ``events`` are ``("malloc", size, key)`` and ``("free", 0, key)`` in program order
-    (``key``: the pointer); a free of a key the stream did not allocate (allocated before the
-    log began) is skipped. A check of the heap model against a real process's ``malloc`` calls
-    (``benchmarks/malloc_replay.py``), apart from what the trace counts."""
+    heap: ``events`` are ``("memalign", size, key)`` (``posix_memalign``, as c10 allocates a
+    tensor's data), ``("malloc", size, key)`` (a plain ``malloc``, as C++ objects are) and
+    ``("free", 0, key)`` in program order (``key``: the pointer); a free of a key the stream did
+    not allocate (allocated before the log began) is skipped. A check of the heap model against
+    a real process's ``malloc`` calls (``benchmarks/malloc_replay.py``), apart from what the
+    trace counts."""
     heap = _Heap(cfg or GlibcMalloc())
     out: list[StreamPass] = []
     for _ in range(max(1, passes)):
@@ -354,8 +376,8 @@ def stream_page_faults(events: Sequence[tuple[str, int, int]], cfg: GlibcMalloc 
         faults = grows = trims = 0
         for op, size, key in events:
             brk = heap.brk
-            if op == "malloc":
-                addr, chunk, mm, n = heap.malloc(size)
+            if op in ("malloc", "memalign"):
+                addr, chunk, mm, n = (heap.memalign if op == "memalign" else heap.malloc)(size)
                 live[key] = (addr, chunk, mm)
                 faults += n
             elif key in live:
