@@ -214,11 +214,12 @@ def main(argv: list[str] | None = None) -> int:
              "that calls the model, and their frees from any thread; glibc serves the library's "
              "worker threads from arenas of their own) through `stream_page_faults`, passes "
              "1, 2, ... from an empty heap with the thresholds `import torch` leaves (the "
-             "profile's `mmap_threshold_bytes`) (faults, grows / trims); "
+             "profile's `mmap_threshold_bytes`) and glibc's `_int_memalign` placement of aligned "
+             "calls (`GlibcMalloc(memalign_padding=True)`) (faults, grows / trims); "
              "all threads: every thread's calls replayed as one heap; trace: the prediction's own "
              "simulation",
              "- glibc itself: the same main-arena calls replayed through glibc's own "
-             "`posix_memalign` and `free` in a fresh interpreter after `import torch` "
+             "`posix_memalign`, `malloc` and `free` in a fresh interpreter after `import torch` "
              "(`ftmodel.calibration.allocator.replay_in_glibc`), last pass",
              "", "| model | batch | measured faults | real heap grows / trims | replay faults "
              "(each pass) | replay grows / trims (last pass) | glibc itself | all threads, last "

@@ -38,8 +38,8 @@ freeing one (a free would move the threshold it measures) and reads each block's
 the smallest block glibc mapped on its own gives the threshold.
 
 :func:`replay_in_glibc` is the simulation's check against glibc itself: an allocation stream
-replayed through the real ``posix_memalign``, ``malloc`` and ``free`` in a fresh interpreter, each buffer
-written in full, its minor faults counted per pass.
+replayed through the real ``posix_memalign``, ``malloc`` and ``free`` in a fresh interpreter,
+each buffer written in full, its minor faults counted per pass.
 """
 
 from __future__ import annotations
@@ -240,8 +240,9 @@ def replay_in_glibc(events: Sequence[tuple[str, int, int]], passes: int = 3,
                     timeout_s: float = 300.0) -> list[int] | None:
     """Minor page faults of each of ``passes`` passes over ``events`` (``("memalign", bytes,
     key)``, ``("malloc", bytes, key)`` and ``("free", 0, key)``, as
-    :func:`ftmodel.estimate.allocator.stream_page_faults` takes them) through glibc's own allocator in a fresh interpreter, from glibc's initial state or
-    from the one ``import torch`` leaves; None where malloc is not glibc's or the child failed.
+    :func:`ftmodel.estimate.allocator.stream_page_faults` takes them) through glibc's own
+    allocator in a fresh interpreter, from glibc's initial state or from the one ``import
+    torch`` leaves; None where malloc is not glibc's or the child failed.
     The interpreter's own allocations before the replay share that heap and can leave it in
     another state: the same 1 MiB chain settles at 3,360 faults per pass after opening libc by
     name and at none after ``ctypes.CDLL(None)`` (AMD EPYC, glibc 2.36), as a model's faults

@@ -179,9 +179,9 @@ class _Heap:
         return max(0, -(-hi // p) - lo // p) if hi > lo else 0
 
     def malloc(self, request: int) -> tuple[int, int, bool, int]:
-        """(address, chunk bytes, mmap'd, pages faulted in) for a plain ``malloc(request)``: an
-        exact-size chunk from the thread cache first (C++ objects such as a tensor's
-        ``StorageImpl`` and ``TensorImpl``), else :meth:`_int_malloc`'s."""
+        """(address, chunk bytes, mmap'd, pages faulted in) for a plain ``malloc(request)`` (a
+        C++ object's): an exact-size chunk from the thread cache first, else
+        :meth:`_int_malloc`'s."""
         nb = self._request2size(request)
         cached = self.tcache.get(nb)
         if cached:
@@ -190,11 +190,12 @@ class _Heap:
 
     def memalign(self, request: int) -> tuple[int, int, bool, int]:
         """(address, chunk bytes, mmap'd, pages faulted in) for ``posix_memalign(alignment,
-        request)``, as c10 allocates a CPU tensor's data and glibc's ``_int_memalign`` serves
-        it: a chunk ``alignment + MINSIZE`` larger than the request's own is taken, and its
-        leading and trailing spare room are freed again (so a freed chunk of exactly the
-        request's size cannot serve the same request: it must coalesce with a neighbour
-        first)."""
+        request)``, as c10 allocates a CPU tensor's data. With ``memalign_padding``, as glibc's
+        ``_int_memalign`` serves it: a chunk ``alignment + MINSIZE`` larger than the request's
+        own is taken, and its leading and trailing spare room are freed again (so a freed chunk
+        of exactly the request's size cannot serve the same request: it must coalesce with a
+        neighbour first). Without, as predictions place it: as a plain malloc of its size,
+        only the choice of a fresh mapping made on the padded size."""
         cfg = self.cfg
         nb = self._request2size(request)
         if cfg.alignment_bytes <= 2 * SIZE_SZ:
