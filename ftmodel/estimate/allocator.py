@@ -178,15 +178,16 @@ class _Heap:
         p = self.cfg.page_bytes
         return max(0, -(-hi // p) - lo // p) if hi > lo else 0
 
-    def malloc(self, request: int) -> tuple[int, int, bool, int]:
+    def malloc(self, request: int, mmap_extra: int = 0) -> tuple[int, int, bool, int]:
         """(address, chunk bytes, mmap'd, pages faulted in) for a plain ``malloc(request)`` (a
         C++ object's): an exact-size chunk from the thread cache first, else
-        :meth:`_int_malloc`'s."""
+        :meth:`_int_malloc`'s, which maps it afresh if ``mmap_extra`` more bytes would reach the
+        mmap threshold."""
         nb = self._request2size(request)
         cached = self.tcache.get(nb)
         if cached:
             return cached.pop(), nb, False, 0
-        return self._int_malloc(nb)
+        return self._int_malloc(nb, nb + mmap_extra)
 
     def memalign(self, request: int) -> tuple[int, int, bool, int]:
         """(address, chunk bytes, mmap'd, pages faulted in) for ``posix_memalign(alignment,
@@ -201,10 +202,7 @@ class _Heap:
         if cfg.alignment_bytes <= 2 * SIZE_SZ:
             return self.malloc(request)
         if not cfg.memalign_padding:  # as a plain malloc of the request would be placed
-            cached = self.tcache.get(nb)
-            if cached:
-                return cached.pop(), nb, False, 0
-            return self._int_malloc(nb, nb + cfg.alignment_bytes + MIN_CHUNK_BYTES)
+            return self.malloc(request, cfg.alignment_bytes + MIN_CHUNK_BYTES)
         addr, size, mmapped, pages = self._int_malloc(
             self._request2size(nb + cfg.alignment_bytes + MIN_CHUNK_BYTES))
         if mmapped:
