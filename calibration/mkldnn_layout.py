@@ -17,7 +17,11 @@ Curves (TorchScript's own, see :mod:`ftmodel.calibration.framework_ops`):
 * ``torchscript/copy@to_dense`` — a convolution's blocked output back to a dense tensor;
 * ``torchscript/elementwise:mkldnn_layout`` — an in-place ReLU on a convolution's blocked output (the
   lowering gives that variant to every pointwise kernel whose input is blocked, except a
-  transcendental one, which keeps its own op's curve: GELU's math, not the layout, sets its time).
+  transcendental one, which keeps its own op's curve: GELU's math, not the layout, sets its time);
+* ``torchscript/elementwise:mkldnn_ref`` — an in-place sigmoid on a convolution's blocked output
+  whose channels do not fill oneDNN's last block, which oneDNN runs with its reference code
+  (:func:`ftmodel.tracing.variants.blocked_eltwise_variant`), on tensors of 4 more channels
+  than a multiple of 8 (:func:`ref_shapes`).
 
 Each sample is the op on one tensor size, timed in eager PyTorch (the same aten kernel the
 TorchScript interpreter calls), less its *floor*: the dense op on 4 elements (``clone`` for the
@@ -39,19 +43,29 @@ from ftmodel.frameworks.torchscript_graph import LAYOUT_CURVES
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.measure import measure_interleaved
 
-__all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves"]
+__all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves", "ref_shapes"]
 
 PREFIX = "torchscript/"
 # each of the lowering's LAYOUT_CURVES (in its order: to_mkldnn, to_dense, the blocked
-# pointwise op) -> (the op timed, the dense floor's op)
+# pointwise op, the sigmoid on padded blocks) -> (the op timed, the dense floor's op)
 _OPS: dict[str, tuple[str, str]] = dict(zip(LAYOUT_CURVES, (
-    ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"))))
+    ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"),
+    ("sigmoid_", "sigmoid_"))))
+# the curve timed on ref_shapes, not layout_shapes
+_REF_CURVE = LAYOUT_CURVES[3]
 
 
 def layout_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
     """NCHW sizes from 1 KiB to 51 MiB (quick: four of them)."""
     shapes = [(1, 16, 4, 4), (1, 32, 8, 8), (1, 64, 14, 14), (1, 128, 28, 28),
               (4, 128, 28, 28), (8, 256, 28, 28), (16, 256, 56, 56)]
+    return shapes[::2] if quick else shapes
+
+
+def ref_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
+    """NCHW sizes from 3 KiB to 853 KiB whose channels (4 more than a multiple of 8) leave
+    oneDNN's last block part empty with AVX2's blocks of 8 and AVX-512's of 16 (quick: two)."""
+    shapes = [(1, 12, 8, 8), (1, 36, 14, 14), (4, 68, 14, 14), (16, 68, 14, 14)]
     return shapes[::2] if quick else shapes
 
 
@@ -73,6 +87,8 @@ def _fn(op: str, dense: torch.Tensor, blocked: torch.Tensor) -> Callable[[], obj
         return dense.clone
     if op == "relu_":
         return lambda: torch.relu_(blocked)
+    if op == "sigmoid_":
+        return lambda: torch.sigmoid_(blocked)
     raise ValueError(f"unknown layout op {op!r}")
 
 
@@ -84,26 +100,32 @@ def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: floa
         return {}, {}
     torch.manual_seed(0)
     tiny = torch.randn(1, 1, 2, 2)
-    sizes: dict[str, float] = {}  # label -> bytes of the tensor (each op reads and writes it)
+    # curve -> label -> bytes of the tensor (each op reads and writes it)
+    sizes: dict[str, dict[str, float]] = {}
     fns: dict[tuple[str, str], Callable[[], object]] = {}
+    # label -> (dense, blocked): one pair per shape, shared by the curves timed on it
+    operands: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     with torch.no_grad():
-        operands = {"x".join(map(str, shape)): torch.randn(*shape)
-                    for shape in layout_shapes(quick)}
-        blocked = {label: _blocked(dense) for label, dense in operands.items()}
-        for label, dense in operands.items():
-            sizes[label] = float(dense.numel() * dense.element_size())
         for curve, (op, floor_op) in _OPS.items():
+            shapes = ref_shapes(quick) if curve == _REF_CURVE else layout_shapes(quick)
+            labels = ["x".join(map(str, shape)) for shape in shapes]
+            for label, shape in zip(labels, shapes):
+                if label not in operands:
+                    dense = torch.randn(*shape)
+                    operands[label] = (dense, _blocked(dense))
+            sizes[curve] = {label: float(operands[label][0].numel() * 4) for label in labels}
             fns[(curve, "floor")] = _fn(floor_op, tiny, tiny)
-            for label, dense in operands.items():
-                fns[(curve, label)] = _fn(op, dense, blocked[label])
+            for label in labels:
+                fns[(curve, label)] = _fn(op, *operands[label])
         timed = measure_interleaved(fns, device=device, rounds=rounds, round_s=round_s)
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     for curve in LAYOUT_CURVES:
         floor_s = timed[(curve, "floor")].time_s
-        ms = {label: timed[(curve, label)] for label in sizes}
+        ms = {label: timed[(curve, label)] for label in sizes[curve]}
         curves[PREFIX + curve] = OpClassData("samples", tuple(
-            (0.0, n, n, max(ms[label].time_s - floor_s, 1e-9)) for label, n in sizes.items()))
+            (0.0, n, n, max(ms[label].time_s - floor_s, 1e-9))
+            for label, n in sizes[curve].items()))
         raw[PREFIX + curve] = [{"label": label, "total_s": m.time_s, "floor_s": floor_s,
                                 "spread": m.spread} for label, m in ms.items()]
     return curves, raw

@@ -21,7 +21,7 @@ from ftmodel.frameworks.torchscript_cuda import call_aten_node
 from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
                                                   node_class, special_macs, tensors_in)
 from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
-from ftmodel.tracing.variants import prepacked_conv_variant
+from ftmodel.tracing.variants import REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
@@ -37,17 +37,21 @@ _NOT_INSTRUCTIONS = frozenset({"prim::Constant", "prim::ConstantMKLDNNTensor"})
 _TO_BLOCKED = frozenset({"aten::to_mkldnn", "prim::mkldnn_convolution",
                          "prim::ConstantMKLDNNTensor"})
 _FROM_BLOCKED = "aten::to_dense"
+_CONV = "prim::mkldnn_convolution"
 # the variant of a kernel (not a reorder, not a convolution) whose input is blocked: oneDNN runs
 # it as a primitive made per call (calibration.mkldnn_layout)
 BLOCKED_VARIANT = "mkldnn_layout"
 # except a transcendental op's (GELU, tanh, sigmoid): its math, not the layout's per-call work,
 # sets its time, so it keeps its own op's curve (on a blocked 144x28x28 tensor oneDNN's GELU took
 # 196 µs, aten's dense one 199 µs, sigmoid 178 / 177 µs, tanh 688 / 379 µs, an in-place ReLU
-# 31 µs; AMD EPYC Zen 1, 2 threads)
+# 31 µs; AMD EPYC Zen 1, 2 threads), unless oneDNN falls back to its reference code for it
 _MATH_VARIANTS = frozenset({"math", "math_inplace"})
-# TorchScript's own curves for them (keys without the "torchscript/" prefix): the reorders,
-# found by their op, and pointwise ops on blocked tensors (ftmodel.calibration.mkldnn_layout)
-LAYOUT_CURVES = ("copy@to_mkldnn", "copy@to_dense", f"elementwise:{BLOCKED_VARIANT}")
+# TorchScript's own curves for them (keys without the "torchscript/" prefix,
+# ftmodel.calibration.mkldnn_layout): the reorders, found by their op, pointwise ops on blocked
+# tensors, and the sigmoids oneDNN runs with its reference code
+# (ftmodel.tracing.variants.blocked_eltwise_variant)
+LAYOUT_CURVES = ("copy@to_mkldnn", "copy@to_dense", f"elementwise:{BLOCKED_VARIANT}",
+                 f"elementwise:{REF_ELTWISE}")
 # composite ops that ATen runs as the kernels eager launches, so they are counted as recorded
 # under ftmodel's dispatch recorder, not as one node: recurrent layers (one oneDNN kernel per
 # LSTM layer and direction; a GRU's or plain RNN's cell ops step by step) and the convolutions
@@ -78,6 +82,8 @@ class _Interp:
     mac_paths: list[str] | None = None  # eager Trace's MAC-op module paths, consumed in order
     storages: StorageIds = field(default_factory=StorageIds)  # operand identities
     blocked: set[int] = field(default_factory=set)  # Value.unique() of oneDNN-layout values
+    # those of them in a convolution's channel-blocked format (to_mkldnn's are plain)
+    conv_layout: set[int] = field(default_factory=set)
 
     def run_block(self, block: Any) -> list[Any]:
         for node in block.nodes():
@@ -117,6 +123,9 @@ class _Interp:
         on_blocked = any(v.unique() in self.blocked for v in inputs)
         if kind in _TO_BLOCKED or (on_blocked and kind != _FROM_BLOCKED):
             self.blocked.update(o.unique() for o in outputs)
+        on_conv_layout = any(v.unique() in self.conv_layout for v in inputs)
+        if kind == _CONV or (on_conv_layout and kind != _FROM_BLOCKED):
+            self.conv_layout.update(o.unique() for o in outputs)
         args = [self.env.get(v.unique()) for v in inputs]
         if self.mac_paths and kind in MAC_KINDS:
             path = self.mac_paths.pop(0)
@@ -149,15 +158,16 @@ class _Interp:
                 self.env[o.unique()] = r
         for o in outputs:
             self.paths[o.unique()] = path
-        self._count(node, op, args, result, path, on_blocked)
+        self._count(node, op, args, result, path, on_blocked, on_conv_layout)
 
     def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str,
-               on_blocked: bool = False) -> None:
+               on_blocked: bool = False, on_conv_layout: bool = False) -> None:
         """Emit the node's kernel (or count its host event). A kernel reading a blocked tensor
         (``on_blocked``), other than a convolution or the reorder back, takes the variant
         :data:`BLOCKED_VARIANT`, unless it is transcendental (its own op's curve prices its
-        math); the reorders themselves are found by their op (``copy@to_mkldnn``,
-        ``copy@to_dense``)."""
+        math) or oneDNN runs it with its reference code (a sigmoid on a convolution's output
+        whose channels do not fill oneDNN's blocks: ``blocked_eltwise_variant``); the reorders
+        themselves are found by their op (``copy@to_mkldnn``, ``copy@to_dense``)."""
         cls = node_class(node, op, args, result)
         if cls is None:
             self.events["jit_node"] += 1
@@ -179,7 +189,11 @@ class _Interp:
                 nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
         else:
             variant = variant_of(op, args) if op is not None else ""
-            if (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
+            ref = (blocked_eltwise_variant(name, int(ins[0].shape[1]), ins[0].dtype)
+                   if on_conv_layout and ins and ins[0].dim() >= 2 else "")
+            if ref:
+                variant = ref
+            elif (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
                     and variant not in _MATH_VARIANTS):
                 variant = BLOCKED_VARIANT
         self._emit(cls, macs, ins, outs, path, (node.kind(),), variant)

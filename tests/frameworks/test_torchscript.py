@@ -17,7 +17,9 @@ from ftmodel.frameworks import torchscript as ts
 from ftmodel.frameworks import torchscript_graph as ts_graph
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import HardwareProfile, OpClassData
-from ftmodel.tracing.variants import PREPACKED_VARIANTS, grouped_runs_gemm
+from ftmodel.program import Kernel
+from ftmodel.tracing.variants import (PREPACKED_VARIANTS, REF_ELTWISE, blocked_eltwise_variant,
+                                      grouped_runs_gemm)
 
 IN, HID, OUT = 16, 32, 8
 
@@ -90,6 +92,44 @@ def test_a_transcendental_op_on_a_blocked_tensor_keeps_its_own_curve() -> None:
     by_op = {k.members[0]: k.variant for k in prog.kernels}
     assert by_op["aten::gelu"] == "math"
     assert by_op["aten::relu_"] == ts_graph.BLOCKED_VARIANT
+
+
+@pytest.mark.skipif(not blocked_eltwise_variant("sigmoid_", 12),
+                    reason="oneDNN's channel block unknown on this CPU")
+def test_a_sigmoid_on_a_convolutions_partly_filled_blocks_takes_onednns_reference_curve() -> None:
+    """oneDNN runs a sigmoid on a convolution's blocked output with its reference code where
+    the channels leave the last block part empty (12 channels: blocks of 8 or 16), its
+    vectorised code where they fill it (48); a tanh keeps 0 at 0 and stays vectorised."""
+    torch.manual_seed(0)
+    variants = {}
+    for channels in (12, 48):
+        for act in (nn.Sigmoid(), nn.Tanh()):
+            model = nn.Sequential(nn.Conv2d(3, channels, 1), act).eval()
+            prog = _build(model, torch.randn(1, 3, 8, 8), 2).program
+            (kernel,) = [k for k in prog.kernels if k.members[0].startswith(
+                ("aten::sigmoid", "aten::tanh"))]
+            variants[(channels, kernel.members[0].rstrip("_"))] = kernel.variant
+    assert variants[(12, "aten::sigmoid")] == REF_ELTWISE
+    assert variants[(48, "aten::sigmoid")] != REF_ELTWISE
+    assert REF_ELTWISE not in (variants[(12, "aten::tanh")], variants[(48, "aten::tanh")])
+
+
+def test_onednns_reference_sigmoid_is_priced_on_its_curve_or_as_the_ops_math(
+        tiny_profile: HardwareProfile) -> None:
+    """A profile with TorchScript's curve of reference-code sigmoids prices them on it; one
+    calibrated before that curve prices them as the op's math, as before."""
+    ref = Kernel("elementwise", 0, 200_704, 200_704, "",
+                                 ("aten::sigmoid_",), variant=REF_ELTWISE)
+    math = dataclasses.replace(ref, variant="math_inplace")
+    base = tiny_profile.device
+    curve = OpClassData("samples", tuple((0.0, float(n), float(n), 1e-3)
+                                         for n in (4096, 65536, 1 << 20)))
+    with_ref = dataclasses.replace(base, op_classes={
+        **base.op_classes, f"torchscript/elementwise:{REF_ELTWISE}": curve})
+    old = DeviceModel(base, framework="torchscript")
+    assert old.kernel_times_s([ref])[0] == old.kernel_times_s([math])[0]
+    assert DeviceModel(with_ref, framework="torchscript").kernel_times_s([ref])[0] == \
+        pytest.approx(1e-3, rel=0.05)
 
 
 def test_a_convolution_reading_more_weights_than_input_takes_the_weight_bound_variant() -> None:
