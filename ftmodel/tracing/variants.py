@@ -28,9 +28,10 @@ import torch
 
 __all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS",
            "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
-           "backend_threads", "blocked_eltwise_variant", "channel_variant", "channels_last_conv_variant", "conv_variant",
-           "grouped_runs_gemm", "planes_of", "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share",
-           "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
+           "backend_threads", "blocked_eltwise_variant", "channel_variant",
+           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm", "planes_of",
+           "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share", "rnn_steps",
+           "rnn_variant", "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
