@@ -113,7 +113,7 @@ def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: floa
                 if label not in operands:
                     dense = torch.randn(*shape)
                     operands[label] = (dense, _blocked(dense))
-            sizes[curve] = {label: float(operands[label][0].numel() * 4) for label in labels}
+            sizes[curve] = {label: float(operands[label][0].nbytes) for label in labels}
             fns[(curve, "floor")] = _fn(floor_op, tiny, tiny)
             for label in labels:
                 fns[(curve, label)] = _fn(op, *operands[label])
