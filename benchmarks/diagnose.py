@@ -21,7 +21,8 @@ per op class, the inclusive time of the top-level aten calls (the profiler's own
 few µs per call included) next to the predicted host and device time of that class's kernels,
 and the forward's wall time without the profiler. With ``--framework``, the framework's own artifact
 (its runner) is profiled against its own Program: the operators it runs (TorchScript's
-``prim::mkldnn_convolution``, ``aten::linear``) are matched by name, and a top-level call is one
+``prim::mkldnn_convolution``, ``aten::linear``, inductor's generated ``cpp_fused_*`` kernels,
+profiled with ``torch._inductor.config.cpp.enable_kernel_profile``) are matched by name, and a top-level call is one
 with no aten or prim operator above it. A tool for finding which op class a profile
 mispredicts; it writes nothing.
 """
@@ -29,6 +30,7 @@ mispredicts; it writes nothing.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from collections import defaultdict
@@ -65,6 +67,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from ftmodel.measure import keep_heap
     keep_heap()  # the steady state the prediction models
+    if args.framework == "inductor":  # its C++ kernels show in the profile under their names
+        import torch._inductor.config as inductor_config
+        inductor_config.cpp.enable_kernel_profile = True
     model, make_inputs = model_by_name(args.model)
     pred = Predictor(args.framework, read_profile(args.profile), speed=args.speed)
     tr = pred.trace(model, make_inputs, args.batch)
@@ -96,8 +101,9 @@ def main() -> None:
                 call()
     meas: dict[str, float] = defaultdict(float)
     for ev in prof.key_averages():
-        if ev.key.startswith(("aten::", "prim::")):
-            meas[ev.key] += ev.self_cpu_time_total / 5 / 1e6
+        key = _GRAPH_PREFIX.sub("", ev.key)  # inductor's kernel: graph_0_cpp_fused_...
+        if key.startswith(("aten::", "prim::", "cpp_fused")):
+            meas[key] += ev.self_cpu_time_total / 5 / 1e6
     total = sum(meas.values())
     print(f"{args.model} b{args.batch}: profiled aten self-CPU {total * 1e3:.2f} ms/pass; "
           f"predicted device {ks.sum() * 1e3:.2f} ms + host {hs.sum() * 1e3:.2f} ms")
@@ -109,6 +115,9 @@ def main() -> None:
             continue
         print(f"{op:<44}{int(r[0]):>5}{meas.get(op, 0) * 1e3:>10.3f}{r[1] * 1e3:>10.3f}"
               f"{r[2] * 1e3:>10.3f}")
+
+
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 
 
 def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:

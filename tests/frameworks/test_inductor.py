@@ -331,3 +331,18 @@ def test_a_fused_indexing_kernel_that_expands_is_a_copy_not_a_gather() -> None:
     assert gather.op_class == "embedding"
     assert expand.op_class == "copy"
     assert expand.bytes_total == (4 * 2 + 4 * 8) * 128 * 64 * 4
+
+
+def test_runners_stay_compiled_past_dynamos_default_recompile_limit() -> None:
+    # ten nn.Sequential of different shapes share Sequential.forward's code object: past
+    # dynamo's default limit of 8 compiled versions, it would run the rest eagerly (here: raise)
+    torch.manual_seed(0)
+    models = [nn.Sequential(nn.Linear(4 + i, 4), nn.ReLU()).eval() for i in range(10)]
+    inputs = [torch.randn(1, 4 + i) for i in range(10)]
+    runs = [ind.runner(m, x, 1) for m, x in zip(models, inputs)]
+    assert torch._dynamo.config.recompile_limit >= ind.RUNNERS_RECOMPILE_LIMIT
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        outs = [run() for run in runs]
+    with torch.no_grad():
+        for m, x, out in zip(models, inputs, outs):
+            torch.testing.assert_close(out, m(x))
