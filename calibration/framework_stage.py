@@ -8,6 +8,11 @@ lowering (:mod:`ftmodel.calibration.framework_host`); on a CPU, the framework's 
 probe (:mod:`ftmodel.calibration.runtime_timing`); the host programs timed again after each of
 those stages, ``passes`` times in all, each keeping its median; then the in-model stage through
 the framework (:mod:`ftmodel.calibration.in_model_cpu`, :mod:`ftmodel.calibration.in_model_gpu`).
+On a CPU the in-model stage's synthetic networks are timed after every host pass and the median
+of those passes fitted, as eager's are over its sweep passes: timed once, at the stage's end, a
+VM's slow minute set the fit (two inductor calibrations on the 2-vCPU AMD EPYC Zen 4 guest, one
+timing its networks at a reference GEMM of 0.84 ms, one at 1.01 ms, whose batch-1 CNN networks
+came out 1.36-1.70x slower, priced the same corpus points 1.16x apart).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.framework_host import (build_framework_programs, compile_limits,
                                                 fit_framework_passes, time_framework_programs)
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curves
-from ftmodel.calibration.in_model_cpu import in_model_stage
+from ftmodel.calibration.in_model_cpu import (InModelNetworks, Key, fit_in_model_stage,
+                                                in_model_networks, measure_in_model)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
 from ftmodel.hardware.profile import FrameworkHost
@@ -34,15 +40,23 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
     with compile_limits(fw_name):
         built = build_framework_programs(fw_name, run.device, run.quick)
         fw_passes: list[dict[str, tuple[float, float]]] = []
+        nets: list[InModelNetworks] = []  # a CPU's synthetic networks, built after pass 1
+        net_passes: list[dict[Key, float]] = []
 
         def host_pass() -> FrameworkHost:
             """Time the framework's programs once more; the fit of all passes, put in the
-            host profile."""
+            host profile. On a CPU, the synthetic networks are timed after each pass too."""
             fw_passes.append(time_framework_programs(built, run.device, run.rounds,
                                                      run.round_s))
             run.bar.step(f"{fw_name} host programs", 1)
             fitted = fit_framework_passes(built, fw_passes)
             run.set_framework(fw_name, fitted)
+            if cpu:
+                if not nets:
+                    nets.append(in_model_networks(run.snapshot(False), run.device, run.quick,
+                                                  fw_name))
+                net_passes.append(measure_in_model(nets[0], run.snapshot(False), run.device,
+                                                   run.rounds))
             return fitted
 
         ffh = host_pass()  # then again after each stage, `passes` in all
@@ -67,9 +81,9 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
                 ffh = host_pass()
         while len(fw_passes) < run.passes:
             ffh = host_pass()
-        if cpu:
-            ffh = in_model_stage(run.snapshot(False), ffh, run.device, run.quick, run.rounds,
-                                 fw_name, run.measured_nets)
+        if cpu:  # the median of the networks' passes, as eager's over its sweep passes
+            ffh = fit_in_model_stage(run.snapshot(False), ffh, nets[0], net_passes)
+            run.measured_nets[fw_name] = nets[0]
         else:
             ffh = in_model_stage_async(run.snapshot(False), ffh, run.device, run.quick,
                                        run.rounds, fw_name)

@@ -29,7 +29,7 @@ from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.variants import backend_threads
 
-__all__ = ["InModelNetworks", "fit_in_model_stage", "in_model_networks", "in_model_stage",
+__all__ = ["InModelNetworks", "Key", "fit_in_model_stage", "in_model_networks",
            "measure_in_model", "refit_in_model", "refit_profile"]
 
 Key = tuple[str, int]  # (network, batch)
@@ -208,15 +208,3 @@ def refit_profile(profile: HardwareProfile, nets: Mapping[str, InModelNetworks]
         return profile
     return replace(profile, host=replace(profile.host, frameworks={
         **profile.host.frameworks, **{fw: refit_in_model(profile, n) for fw, n in nets.items()}}))
-
-
-def in_model_stage(partial: HardwareProfile, fh: FrameworkHost, device: str, quick: bool,
-                   rounds: int, framework: str = "eager",
-                   kept: dict[str, InModelNetworks] | None = None) -> FrameworkHost:
-    """Fit how op costs add up inside whole (random, synthetic) networks, measured once; the
-    networks go into ``kept`` under the framework's name, for :func:`refit_profile`."""
-    nets = in_model_networks(partial, device, quick, framework)
-    if kept is not None:
-        kept[framework] = nets
-    return fit_in_model_stage(partial, fh, nets, [measure_in_model(nets, partial, device,
-                                                                   rounds)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,10 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert len(host_passes) == 2
     programs = [s for s in after.host.frameworks["torchscript"].samples if "program" in s]
     assert programs and all(len(s["pass_time_s"]) == 2 for s in programs)
+    # and its synthetic networks after each pass, the median of the passes fitted
+    networks = [s for s in after.host.frameworks["torchscript"].samples if "network" in s]
+    assert networks and all(len(s["pass_time_s"]) == 2 for s in networks)
+    assert all(s["time_s"] == statistics.median(s["pass_time_s"]) for s in networks)
     assert read_profile(path) == after
     assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
     # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
