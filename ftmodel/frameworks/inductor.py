@@ -196,13 +196,14 @@ def keep_runners_compiled() -> None:
     (never lower them) for the rest of the process.
 
     dynamo caches compiled code per Python code object, and the modules a measurement compiles
-    share code objects (every ``nn.Sequential`` its ``forward``; a calibration's sample modules
-    their class's). Past the default limit of 8 compiled versions of one code object, dynamo
-    runs every further one eagerly and says so only in a log line: a calibration that built
-    its 18 synthetic networks x 2 batches ran 10 of the networks eagerly (an in-network
-    convolution block at 1.73 ms, eager 1.59 ms, compiled 0.96 ms on the 2-vCPU AMD EPYC
-    guest) and fitted inductor's in-model terms to eager times. A hit entry moves to the front
-    of its code object's cache, so a runner called repeatedly checks its own guards first."""
+    share code objects (every ``nn.Sequential`` its ``forward``). Past the default limit of 8
+    compiled versions of one code object, dynamo runs every further one eagerly and says so
+    only in a log line. A calibration raises the limits around each framework stage
+    (:class:`ftmodel.calibration.framework_host.compile_limits`); a script that builds runners
+    outside it did not: the calibration's 18 synthetic networks x 2 batches, rebuilt that way,
+    ran 10 of the networks eagerly (one at 1.73 ms, eager 1.59 ms, compiled 0.83 ms on the
+    2-vCPU AMD EPYC guest). A hit entry moves to the front of its code object's cache, so a
+    runner called repeatedly checks its own guards first."""
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RUNNERS_RECOMPILE_LIMIT)
     cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit,
