@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ftmodel.calibration.dispatch import (INDUCTOR_PATTERNS, compiled_host_programs,
                                          fit_event_costs, pass_medians)
@@ -33,7 +32,7 @@ from ftmodel.hardware.profile import FrameworkHost
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["PER_CALL", "TRITON", "FrameworkPrograms", "build_framework_programs", "compile_limits",
+__all__ = ["PER_CALL", "TRITON", "FrameworkPrograms", "build_framework_programs",
            "fit_framework_costs", "fit_framework_passes", "time_framework_programs"]
 
 PER_CALL = "__per_call__"  # the constant column of the per-framework host fit
@@ -126,22 +125,3 @@ def fit_framework_passes(programs: FrameworkPrograms,
     samples = tuple({"program": n, "events": programs.events[n], **r,
                      "build_s": round(programs.build_s[n], 3)} for n, r in rows.items())
     return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
-
-
-class compile_limits:
-    """inductor: every calibration program shares a forward code object (_Chain, Sequential);
-    raise dynamo's recompile limit so none silently falls back to eager while measured."""
-
-    def __init__(self, framework: str) -> None:
-        self.patch: Any = None
-        if framework == "inductor":
-            import torch._dynamo.config as cfg
-            self.patch = cfg.patch(recompile_limit=512, accumulated_recompile_limit=8192)
-
-    def __enter__(self) -> None:
-        if self.patch is not None:
-            self.patch.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.patch is not None:
-            self.patch.__exit__(*exc)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 
 from ftmodel.calibration.calibration_run import CalibrationRun
-from ftmodel.calibration.framework_host import (build_framework_programs, compile_limits,
-                                                fit_framework_passes, time_framework_programs)
+from ftmodel.calibration.framework_host import (build_framework_programs, fit_framework_passes,
+                                                time_framework_programs)
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curves
 from ftmodel.calibration.in_model_cpu import (InModelNetworks, Key, fit_in_model_stage,
                                                 in_model_networks, measure_in_model)
@@ -37,57 +37,56 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
     it took go into ``provenance.framework_stage_s``."""
     t0 = time.time()
     cpu = run.device == "cpu"
-    with compile_limits(fw_name):
-        built = build_framework_programs(fw_name, run.device, run.quick)
-        fw_passes: list[dict[str, tuple[float, float]]] = []
-        nets: list[InModelNetworks] = []  # a CPU's synthetic networks, built after pass 1
-        net_passes: list[dict[Key, float]] = []
+    built = build_framework_programs(fw_name, run.device, run.quick)
+    fw_passes: list[dict[str, tuple[float, float]]] = []
+    nets: list[InModelNetworks] = []  # a CPU's synthetic networks, built after pass 1
+    net_passes: list[dict[Key, float]] = []
 
-        def host_pass() -> FrameworkHost:
-            """Time the framework's programs once more; the fit of all passes, put in the
-            host profile. On a CPU, the synthetic networks are timed after each pass too."""
-            fw_passes.append(time_framework_programs(built, run.device, run.rounds,
-                                                     run.round_s))
-            run.bar.step(f"{fw_name} host programs", 1)
-            fitted = fit_framework_passes(built, fw_passes)
-            run.set_framework(fw_name, fitted)
-            if cpu:
-                if not nets:
-                    nets.append(in_model_networks(run.snapshot(False), run.device, run.quick,
-                                                  fw_name))
-                net_passes.append(measure_in_model(nets[0], run.snapshot(False), run.device,
-                                                   run.rounds))
-            return fitted
+    def host_pass() -> FrameworkHost:
+        """Time the framework's programs once more; the fit of all passes, put in the
+        host profile. On a CPU, the synthetic networks are timed after each pass too."""
+        fw_passes.append(time_framework_programs(built, run.device, run.rounds,
+                                                 run.round_s))
+        run.bar.step(f"{fw_name} host programs", 1)
+        fitted = fit_framework_passes(built, fw_passes)
+        run.set_framework(fw_name, fitted)
+        if cpu:
+            if not nets:
+                nets.append(in_model_networks(run.snapshot(False), run.device, run.quick,
+                                              fw_name))
+            net_passes.append(measure_in_model(nets[0], run.snapshot(False), run.device,
+                                               run.rounds))
+        return fitted
 
-        ffh = host_pass()  # then again after each stage, `passes` in all
+    ffh = host_pass()  # then again after each stage, `passes` in all
+    run.write()
+    if fw_name in FRAMEWORK_SWEEPS and cpu:
+        curves, curve_raw = framework_curves(
+            fw_name, run.snapshot(False).device, run.device, run.quick, rounds=run.rounds,
+            round_s=run.round_s, step=run.bar.step)
+        run.classes.update(curves)
+        run.raw.update(curve_raw)
         run.write()
-        if fw_name in FRAMEWORK_SWEEPS and cpu:
-            curves, curve_raw = framework_curves(
-                fw_name, run.snapshot(False).device, run.device, run.quick, rounds=run.rounds,
-                round_s=run.round_s, step=run.bar.step)
-            run.classes.update(curves)
-            run.raw.update(curve_raw)
-            run.write()
-            run.probe(f"{fw_name} curves")
-            if len(fw_passes) < run.passes:
-                ffh = host_pass()
-        if fw_name in RUNTIME_CHAINS and cpu and run.cold:
-            if run.cache.get("stream_share"):  # a shared cache model to start from
-                run.cache.update(runtime_cache_stage(fw_name, run.llc_bytes, run.quick,
-                                                     run.rounds, run.cache, run.provenance))
-            run.bar.step(f"{fw_name} cache probe", 1)
-            run.write()
-            if len(fw_passes) < run.passes:
-                ffh = host_pass()
-        while len(fw_passes) < run.passes:
+        run.probe(f"{fw_name} curves")
+        if len(fw_passes) < run.passes:
             ffh = host_pass()
-        if cpu:  # the median of the networks' passes, as eager's over its sweep passes
-            ffh = fit_in_model_stage(run.snapshot(False), ffh, nets[0], net_passes)
-            run.measured_nets[fw_name] = nets[0]
-        else:
-            ffh = in_model_stage_async(run.snapshot(False), ffh, run.device, run.quick,
-                                       run.rounds, fw_name)
-        run.probe(f"{fw_name} in-model")
+    if fw_name in RUNTIME_CHAINS and cpu and run.cold:
+        if run.cache.get("stream_share"):  # a shared cache model to start from
+            run.cache.update(runtime_cache_stage(fw_name, run.llc_bytes, run.quick,
+                                                 run.rounds, run.cache, run.provenance))
+        run.bar.step(f"{fw_name} cache probe", 1)
+        run.write()
+        if len(fw_passes) < run.passes:
+            ffh = host_pass()
+    while len(fw_passes) < run.passes:
+        ffh = host_pass()
+    if cpu:  # the median of the networks' passes, as eager's over its sweep passes
+        ffh = fit_in_model_stage(run.snapshot(False), ffh, nets[0], net_passes)
+        run.measured_nets[fw_name] = nets[0]
+    else:
+        ffh = in_model_stage_async(run.snapshot(False), ffh, run.device, run.quick,
+                                   run.rounds, fw_name)
+    run.probe(f"{fw_name} in-model")
     run.set_framework(fw_name, ffh)
     stage_s = run.provenance.setdefault("framework_stage_s", {})
     stage_s[fw_name] = round(time.time() - t0, 1)

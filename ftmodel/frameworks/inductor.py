@@ -187,7 +187,7 @@ def lower_model(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | 
 
 
 # compiled versions dynamo keeps of one code object while runners are in use (see runner)
-RUNNERS_RECOMPILE_LIMIT = 4096
+RUNNERS_RECOMPILE_LIMIT = 8192
 
 
 def keep_runners_compiled() -> None:
@@ -198,11 +198,11 @@ def keep_runners_compiled() -> None:
     dynamo caches compiled code per Python code object, and the modules a measurement compiles
     share code objects (every ``nn.Sequential`` its ``forward``). Past the default limit of 8
     compiled versions of one code object, dynamo runs every further one eagerly and says so
-    only in a log line. A calibration raises the limits around each framework stage
-    (:class:`ftmodel.calibration.framework_host.compile_limits`); a script that builds runners
-    outside it did not: the calibration's 18 synthetic networks x 2 batches, rebuilt that way,
-    ran 10 of the networks eagerly (one at 1.73 ms, eager 1.59 ms, compiled 0.83 ms on the
-    2-vCPU AMD EPYC guest). A hit entry moves to the front of its code object's cache, so a
+    only in a log line. A calibration's runners (its tiny programs, op samples and synthetic
+    networks) rely on this; before it the calibration raised the limits around its framework
+    stages, and a script building runners outside it timed eager code: the calibration's 18
+    synthetic networks x 2 batches, rebuilt that way, ran 10 of the networks eagerly (one at
+    1.73 ms, eager 1.59 ms, compiled 0.83 ms on the 2-vCPU AMD EPYC guest). A hit entry moves to the front of its code object's cache, so a
     runner called repeatedly checks its own guards first."""
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RUNNERS_RECOMPILE_LIMIT)
