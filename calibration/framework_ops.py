@@ -20,7 +20,8 @@ most half the sample's time is taken off for them: the shared curves price them 
 ONNX Runtime: a single conv sample is NCHW in and out, so ORT wraps it in layout reorders that a
 model's chain of NCHWc convs does not pay, and those can cost as much as the conv itself. Its
 curve's time is ``total − floor`` split by the main node's share of the node time ORT's
-profiler records (:func:`ort_node_share`). The profiler gives the share only, not the time: it
+profiler records (:func:`ort_node_share`; the median of three profiled sessions, taken pass after
+pass over the samples). The profiler gives the share only, not the time: it
 slows the nodes it times, by several microseconds each and unevenly.
 
 TorchScript runs aten kernels, which the shared curves price, except its prepacked oneDNN
@@ -49,6 +50,7 @@ eager curves.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -60,7 +62,7 @@ import torch
 from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
-from ftmodel.calibration.runtime_timing import ort_node_share, ts_prepacked_conv
+from ftmodel.calibration.runtime_timing import ort_node_shares, ts_prepacked_conv
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
 from ftmodel.errors import FrameworkUnsupported
@@ -238,11 +240,12 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         return None, raw, main_op
     node_times: dict[str, float] = {}
     shares: dict[str, float | None] = {}
-    if framework == "onnxruntime":
-        for s in samples:
-            if s.label in timed and not s.is_floor:
-                shares[s.label] = ort_node_share(
-                    s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
+    share_runs: dict[str, list[float]] = {}
+    if framework == "onnxruntime":  # the median of a few profiled sessions' shares
+        share_runs = ort_node_shares([
+            (s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
+            for s in samples if s.label in timed and not s.is_floor])
+        shares = {k: statistics.median(v) if v else None for k, v in share_runs.items()}
     elif framework == "torchscript":  # its prim:: convolutions, on a blocked input
         node_times = _ts_prepacked_times(samples, mains, rounds=rounds, round_s=round_s)
     rows: list[tuple[float, float, float, float]] = []
@@ -268,6 +271,8 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                "floor_s": floor_s, "others_s": other_s,
                                "spread": hot.spread, "kernel": list(main.members[:3]),
                                "node_s": node_s, "node_share": share,
+                               **({"node_shares": share_runs[s.label]}
+                                  if share_runs.get(s.label) else {}),
                                "variant": main.variant}
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves

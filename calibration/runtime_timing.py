@@ -12,7 +12,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ from ftmodel.calibration.cache import ChainRunner, fit_runtime_cache, probe_runt
 from ftmodel.calibration.ops import OpSample
 from ftmodel.frameworks.base import get_framework
 
-__all__ = ["RUNTIME_CHAINS", "ort_chain", "ort_node_share", "runtime_cache_stage",
-           "ts_prepacked_conv"]
+__all__ = ["ORT_SHARE_PASSES", "RUNTIME_CHAINS", "ort_chain", "ort_node_share", "ort_node_shares",
+           "runtime_cache_stage", "ts_prepacked_conv"]
 
 
 def ort_chain(net: nn.Module, x: torch.Tensor) -> Callable[[], object]:
@@ -138,3 +138,25 @@ def ort_node_share(sample: OpSample, batch: int, op_type: str, *, target_s: floa
     if total_s <= 0.0:
         return None
     return max(medians[name] for name in main) / total_s
+
+
+# profiled sessions per sample whose shares' median an ONNX Runtime curve uses: a single
+# profiled run of about 40 ms set each share, and a calibration of the 2-vCPU AMD EPYC Zen 4
+# guest recorded a tenth of its convolution samples' shares 0.82x or less of what three later
+# passes agreed on within 0.94-1.16 (P10-P90), one at 0.38x (benchmarks/ort_conv_shares.py)
+ORT_SHARE_PASSES = 3
+
+
+def ort_node_shares(samples: Sequence[tuple[OpSample, int, str]],
+                    passes: int = ORT_SHARE_PASSES) -> dict[str, list[float]]:
+    """:func:`ort_node_share` of each ``(sample, batch, op type)``, ``passes`` times: every
+    sample once per pass, pass after pass, so that a slow moment of the machine sets one of a
+    sample's shares, not all. Per sample label, the shares that came out (none where the
+    profile had no such node)."""
+    got: dict[str, list[float]] = {s.label: [] for s, _, _ in samples}
+    for _ in range(passes):
+        for sample, batch, op_type in samples:
+            share = ort_node_share(sample, batch, op_type)
+            if share is not None:
+                got[sample.label].append(share)
+    return got
