@@ -316,6 +316,10 @@ def test_quick_calibration_measures_onnxruntime_curves(quick_profile: Path) -> N
     # nodes, and a one-node GEMM session is all GEMM
     assert all(r["node_share"] is not None and 0 < r["node_share"] <= 1 for r in measured)
     assert any(r["node_share"] < 1 for r in measured)
+    # each share the median of three profiled sessions, recorded beside it
+    assert all(len(r["node_shares"]) == 3 and
+               r["node_share"] == pytest.approx(statistics.median(r["node_shares"]))
+               for r in measured)
     gemm = [r for r in prof.provenance["raw_op_times"]["onnxruntime/gemm"] if "total_s" in r]
     assert gemm and all(r["node_share"] == pytest.approx(1.0) for r in gemm)
     # its LSTM samples make a per-step curve, as the shared one: one step's MACs each
