@@ -23,8 +23,8 @@ and the forward's wall time without the profiler. With ``--framework``, the fram
 (its runner) is profiled against its own Program: the operators it runs (TorchScript's
 ``prim::mkldnn_convolution``, ``aten::linear``, inductor's generated ``cpp_fused_*`` kernels,
 profiled with ``torch._inductor.config.cpp.enable_kernel_profile``) are matched by name, and a
-top-level call is one with no aten or prim operator above it. A tool for finding which op class a profile
-mispredicts; it writes nothing.
+top-level call is one with no aten or prim operator above it. A tool for finding which op class
+a profile mispredicts; it writes nothing.
 """
 
 from __future__ import annotations

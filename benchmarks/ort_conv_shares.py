@@ -1,7 +1,8 @@
 """How repeatable ONNX Runtime's profiler shares of its convolution samples are.
 
-    python benchmarks/ort_conv_shares.py --profiles benchmarks/results/cpu-epyc/cpu-profile-86.json \\
-        benchmarks/results/cpu-epyc/cpu-profile-94.json --passes 2
+    python benchmarks/ort_conv_shares.py --passes 2 \\
+        --profiles benchmarks/results/cpu-epyc/cpu-profile-86.json \\
+        benchmarks/results/cpu-epyc/cpu-profile-94.json
 
 The ONNX Runtime calibration prices a convolution sample as its session's time less the floor's,
 times the convolution node's share of the node time ONNX Runtime's profiler records in one

@@ -202,8 +202,9 @@ def keep_runners_compiled() -> None:
     networks) rely on this; before it the calibration raised the limits around its framework
     stages, and a script building runners outside it timed eager code: the calibration's 18
     synthetic networks x 2 batches, rebuilt that way, ran 10 of the networks eagerly (one at
-    1.73 ms, eager 1.59 ms, compiled 0.83 ms on the 2-vCPU AMD EPYC guest). A hit entry moves to the front of its code object's cache, so a
-    runner called repeatedly checks its own guards first."""
+    1.73 ms, eager 1.59 ms, compiled 0.83 ms on the 2-vCPU AMD EPYC guest). A hit entry moves
+    to the front of its code object's cache, so a runner called repeatedly checks its own
+    guards first."""
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RUNNERS_RECOMPILE_LIMIT)
     cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit,
