@@ -2,7 +2,8 @@
 ``(batch, in channels, out channels, map size, kernel, stride, groups)``: dense and depthwise
 ones, on and off oneDNN's channel block; grouped ones of 4-64 channels per group; grouped
 ones that oneDNN runs as im2col and a GEMM per group; the early stages of image models at
-batch 4-16 (few channels on large maps); and 1-d convolutions, each
+batch 4-16 (few channels on large maps); dense ones at batch 1 on maps of 1-8 px (eager's
+im2col path); and 1-d convolutions, each
 ``(batch, in channels, out channels, length, kernel, stride, dilation)``."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ftmodel.calibration.sweep_grid import SweepGrid
 
 __all__ = ["FRONT_END_CHANNELS", "FRONT_END_KERNELS", "FRONT_END_LENGTHS", "SEQUENCE_CHANNELS",
            "conv1d_configs", "conv_configs", "early_stage_configs", "gemm_grouped_configs",
-           "grouped_configs"]
+           "grouped_configs", "slow_path_configs"]
 
 
 # channel counts of the convolution sweeps: multiples of 16 (oneDNN's fp32 block with AVX-512,
@@ -144,6 +145,42 @@ def early_stage_configs(n: int, depthwise: bool, grid: SweepGrid) -> list[tuple[
         if macs > grid.conv_max_macs or b * cin * hw * hw > grid.conv_max_input:
             continue
         configs.append((b, cin, cout, hw, k, stride, groups))
+    return configs
+
+
+# map sizes of the batch-1 samples on small maps: 2-3 px give 4-9 output pixels, 4 px 16, 1 px
+# one, 5-8 px 25-64 (stride 2 halves them)
+_SLOW_PATH_MAPS = (1, 2, 2, 3, 3, 4, 5, 6, 7, 8)
+# eager runs a batch-1 convolution with a kernel of at most 3x3 on at most this many input
+# elements as im2col and one GEMM (``slow2d``; PyTorch's ``ConvParams::use_mkldnn``)
+_SLOW_PATH_MAX_INPUT = 20480
+
+
+def slow_path_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
+    """Random dense convolutions at batch 1 on maps of 1-8 px (1x1 and 3x3, stride 1 or 2,
+    16-1024 channels, a third of them off oneDNN's block), which eager runs as im2col and one
+    GEMM (``slow2d``), within the grid's limits, from a generator of their own.
+
+    There MKL's GEMM runs several times slower per MAC with 2-15 output pixels than with one or
+    16 (``ftmodel.tracing.variants.narrow_gemm``), and the late stages of CNNs at batch 1 on
+    64-128 px images land on such maps. The random samples rarely draw batch 1 with a map
+    below 7 px, and the hand-picked late-stage ones hold 4-38 MiB of weights: on the 2-vCPU AMD
+    EPYC (Zen 4) the curves priced a 96 -> 96 3x3 convolution on a 2-px map at 9 µs of device
+    time where it took 66 µs alone."""
+    rng = random.Random(9753)
+    chans = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+    configs: list[tuple[int, ...]] = []
+    while len(configs) < n:
+        cin, cout = rng.choice(chans), rng.choice(chans)
+        if rng.random() < 1 / 3:
+            odd = rng.choice(_UNALIGNED_CHANNELS)
+            cin, cout = (odd, cout) if rng.random() < 0.5 else (cin, odd)
+        hw, k = rng.choice(_SLOW_PATH_MAPS), rng.choice((1, 3, 3))
+        stride = rng.choice((1, 1, 2)) if hw > 2 else 1
+        macs = (hw // stride) ** 2 * cout * cin * k * k
+        if macs > grid.conv_max_macs or cin * hw * hw > _SLOW_PATH_MAX_INPUT:
+            continue
+        configs.append((1, cin, cout, hw, k, stride, 1))
     return configs
 
 

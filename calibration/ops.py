@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ftmodel.calibration.conv_configs import (conv1d_configs, conv_configs, early_stage_configs,
-                                              gemm_grouped_configs, grouped_configs)
+                                              gemm_grouped_configs, grouped_configs,
+                                              slow_path_configs)
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.estimate.curves import STEP_CURVES, step_work
@@ -160,6 +161,9 @@ def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
     early = grid.early_stage_depthwise_samples if depthwise else grid.early_stage_samples
     if early and not quick:
         out += [_conv_sample(cls, c, " early") for c in early_stage_configs(early, depthwise, grid)]
+    if not depthwise and not quick and grid.slow_path_samples:  # batch 1 on maps of 1-8 px
+        out += [_conv_sample(cls, c, " small")
+                for c in slow_path_configs(grid.slow_path_samples, grid)]
     if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
         late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
         out += [_conv_sample(cls, (b, cin, cout, hw, k, 1, 1)) for b, cin, cout, hw, k in late]

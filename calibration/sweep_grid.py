@@ -62,6 +62,9 @@ class SweepGrid:
     # (``ftmodel.calibration.conv_configs.early_stage_configs``)
     early_stage_samples: int = 0
     early_stage_depthwise_samples: int = 0
+    # dense convolutions at batch 1 on maps of 1-8 px, which eager runs as im2col and one GEMM
+    # (``ftmodel.calibration.conv_configs.slow_path_configs``)
+    slow_path_samples: int = 0
 
 
 CPU_GRID = SweepGrid(
@@ -77,7 +80,7 @@ CPU_GRID = SweepGrid(
                       (4, 1024, 2048, 1, 1), (16, 1024, 2048, 1, 1)),
     lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
     grouped_samples=16, gemm_grouped_samples=12, early_stage_samples=12,
-    early_stage_depthwise_samples=8)
+    early_stage_depthwise_samples=8, slow_path_samples=24)
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,

@@ -79,7 +79,7 @@ from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
-from ftmodel.tracing.variants import GROUPED_GEMM, REF_ELTWISE, steps_of
+from ftmodel.tracing.variants import GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE, steps_of
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
            "wave_factor"]
@@ -177,7 +177,8 @@ class DeviceModel:
 
     def _key(self, op_class: str, variant: str, op: str, own: bool = True) -> str:
         """The most specific curve: ``@op:variant``, ``@op``, then ``:variant`` (for a grouped
-        convolution run as GEMMs, ``mkldnn_gemm``, then ``:mkldnn``; for oneDNN's reference
+        convolution run as GEMMs, ``mkldnn_gemm``, then ``:mkldnn``; for an im2col one with few
+        output pixels, ``slow2d_narrow``, then ``:slow2d``; for oneDNN's reference
         pointwise code, ``mkldnn_ref``, then ``:math``), then the class —
         first among the framework's own curves (``<framework>/...``, measured through its
         runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent
@@ -193,7 +194,8 @@ class DeviceModel:
         if steps_of(variant)[0] > 1:  # a fused recurrent layer: a curve of such layers first
             levels = sorted(c for c in STEP_CURVES if c.startswith(f"{op_class}@")) + levels
         fallback = ("math" if variant in ("math_inplace", REF_ELTWISE)
-                    else variant.replace(GROUPED_GEMM, "") if GROUPED_GEMM in variant else "")
+                    else variant.replace(GROUPED_GEMM, "") if GROUPED_GEMM in variant
+                    else variant.replace(NARROW_GEMM, "") if NARROW_GEMM in variant else "")
         levels += [f"{op_class}:{v}" for v in (variant, fallback) if v]
         for p in prefixes:
             for key in levels + [op_class]:

@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["GROUPED_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS", "PREPACKED_VARIANTS",
-           "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
+__all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
+           "PREPACKED_VARIANTS", "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
            "backend_threads", "blocked_eltwise_variant", "channel_variant",
-           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm", "planes_of",
-           "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share", "rnn_steps",
-           "rnn_variant", "selection_threads", "steps_of"]
+           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm", "narrow_gemm",
+           "planes_of", "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share",
+           "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -104,6 +104,10 @@ REF_ELTWISE = "mkldnn_ref"
 # (:func:`grouped_runs_gemm`); a profile without curves of such convolutions prices them on the
 # curves of the variant without it (ftmodel.estimate.kernels)
 GROUPED_GEMM = "_gemm"
+# what ends the variant of a convolution eager runs as im2col and one GEMM (``slow2d``) on a
+# contiguous map of 2 to one vector's worth of output pixels (:func:`narrow_gemm`); a profile
+# without a curve of such convolutions prices them on the curve of the variant without it
+NARROW_GEMM = "_narrow"
 # channels per group, in and out, that oneDNN's direct grouped kernels need: a multiple of
 # this for the CPU capability ATen dispatches to (oneDNN 3.x; AVX-512 measured on an AMD EPYC,
 # AVX2 with ONEDNN_MAX_CPU_ISA=AVX2 on the same machine)
@@ -214,14 +218,52 @@ def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
     return variant + WEIGHT_BOUND if weight_bytes > input_bytes else variant
 
 
+def _output_pixels(args: Sequence[Any]) -> int:
+    """Output pixels per image of a 2-d ``convolution(input, weight, bias, stride, padding,
+    dilation, transposed, ...)`` (0 where the arguments say nothing or it is transposed)."""
+    x, w = _shape_of(args[0]), _shape_of(args[1])
+    if len(x) != 4 or len(w) != 4 or (len(args) > 6 and args[6] is True):
+        return 0
+
+    def pair(i: int, default: int) -> tuple[int, int]:
+        v = args[i] if len(args) > i else None
+        vals = [int(e) for e in v] if isinstance(v, (list, tuple)) and v else [default]
+        return (vals[0], vals[-1])
+
+    stride, pad, dil = pair(3, 1), pair(4, 0), pair(5, 1)
+    out = [(x[2 + d] + 2 * pad[d] - dil[d] * (w[2 + d] - 1) - 1) // max(stride[d], 1) + 1
+           for d in (0, 1)]
+    return max(out[0], 0) * max(out[1], 0)
+
+
+def narrow_gemm(args: Sequence[Any]) -> bool:
+    """Whether eager's im2col convolution (``slow2d``) runs its per-image GEMM, weights (out
+    channels × in channels·kernel) times columns (… × output pixels), with 2 to one vector's
+    worth minus one output pixels (2-15 fp32 with AVX-512, 2-7 with AVX2) on a contiguous
+    (NCHW) map. MKL then runs that GEMM several times slower per MAC than with one pixel (a
+    matrix-vector product) or a full vector of them: on the 2-vCPU AMD EPYC (Zen 4, AVX-512),
+    a 256 -> 256 3x3 convolution at batch 1 took 58 µs on a 1-px map, 374 and 495 µs on 2 and
+    3 px, 172 µs on 4 px; 512 -> 512 on 3 and 4 px, 1.88 and 0.58 ms. Channels-last maps run
+    the GEMM the other way round and slow down smoothly with the pixels (256 channels: 134,
+    184, 197 µs on 2, 3, 4 px), so they are never narrow."""
+    block = _channel_block(getattr(args[0], "dtype", None))
+    x = args[0]
+    if block <= 1 or not isinstance(x, torch.Tensor) or not x.is_contiguous():
+        return False
+    return 2 <= _output_pixels(args) < block
+
+
 def conv_variant(args: Sequence[Any]) -> str:
     """A ``convolution`` call's variant: the backend eager selects for it (:func:`channel_variant`
     for oneDNN's), ``mkldnn_gemm`` for a grouped one oneDNN runs as GEMMs
-    (:func:`grouped_runs_gemm`)."""
+    (:func:`grouped_runs_gemm`), ``slow2d_narrow`` for an im2col one whose GEMM has few columns
+    (:func:`narrow_gemm`)."""
     c_in, c_out = _conv_channels(args)
     backend = _conv_backend(args)
     if backend == "mkldnn" and grouped_runs_gemm(c_in, c_out, _conv_groups(args)):
         return backend + GROUPED_GEMM
+    if backend == "slow2d" and narrow_gemm(args):
+        return backend + NARROW_GEMM
     return channel_variant(backend, c_in, c_out, getattr(args[0], "dtype", None))
 
 
@@ -243,7 +285,8 @@ def channels_last_conv_variant(args: Sequence[Any]) -> str:
         return conv_variant(args)
     last = torch.channels_last
     cl = [x.contiguous(memory_format=last), w.contiguous(memory_format=last), *args[2:]]
-    return conv_variant(cl) + NHWC
+    # never narrow: channels-last maps run the im2col GEMM the other way round (narrow_gemm)
+    return conv_variant(cl).replace(NARROW_GEMM, "") + NHWC
 
 
 # recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as

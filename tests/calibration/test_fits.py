@@ -304,6 +304,27 @@ def test_cpu_sweep_samples_early_stages_at_batch_4_and_16() -> None:
     assert stems
 
 
+def test_cpu_sweep_samples_im2col_convolutions_with_few_and_many_output_pixels() -> None:
+    """Dense convolutions at batch 1 on maps of 1-8 px, which eager runs as im2col and one GEMM:
+    the full CPU sweep samples them (a quick sweep does not), and where this CPU runs them so,
+    enough of them fall on either side of :func:`ftmodel.tracing.variants.narrow_gemm` for a
+    curve each."""
+    from ftmodel.calibration.ops import CPU_GRID, op_samples
+    from ftmodel.frameworks import eager
+    from ftmodel.tracing.dispatch import trace
+
+    full, quick = op_samples(False, CPU_GRID), op_samples(True, CPU_GRID)
+    small = [s for s in full["conv"] if s.label.endswith(" small")]
+    assert len(small) == CPU_GRID.slow_path_samples >= 16
+    assert {tuple(s.inputs[0].shape)[0] for s in small} == {1}
+    assert max(s.inputs[0].shape[-1] for s in small) <= 8
+    assert not [s for s in quick["conv"] if s.label.endswith(" small")]
+    variants = [max(eager.lower(trace(s.module, s.inputs)).kernels, key=lambda k: k.macs).variant
+                for s in full["conv"]]
+    if "slow2d_narrow" in variants:
+        assert variants.count("slow2d_narrow") >= 8 and variants.count("slow2d") >= 8
+
+
 def test_cpu_grouped_sweep_samples_the_convolutions_onednn_runs_as_gemms() -> None:
     """Grouped convolutions of 1-3 input channels per group (FastViT's downsampling: 48 to 96
     channels in 48 groups) run as im2col and GEMMs: the sweep samples them, and where this CPU

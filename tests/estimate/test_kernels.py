@@ -630,24 +630,37 @@ def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     assert steps == t and rec == pytest.approx(h / (i + h), abs=1e-4)
 
 
-def test_grouped_convolutions_run_as_gemms_take_their_own_curve_or_the_backends() -> None:
-    # a profile with curves of grouped convolutions run as GEMMs (variant mkldnn_gemm) prices
-    # them there; one without (calibrated before they were sampled) on oneDNN's curve, as before
+@pytest.mark.parametrize("op_class,variant,refined", [
+    ("conv_grouped", "mkldnn_gemm", "mkldnn"),  # grouped convolutions oneDNN runs as GEMMs
+    ("conv", "slow2d_narrow", "slow2d"),  # im2col convolutions with few output pixels
+])
+def test_a_variant_takes_its_own_curve_or_the_one_it_refines(op_class: str, variant: str,
+                                                              refined: str) -> None:
+    # a profile with a curve of the variant prices it there; one calibrated before it was
+    # sampled on the curve of the variant it refines, as before
     slow = tuple((m, b_r, b_w, 5 * t) for m, b_r, b_w, t in SAT_ROWS)
     fast = tuple((m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS)
-    k = Kernel("conv_grouped", 10**7, 10**6, 10**6, "ds", ("aten.convolution.default",),
-               variant="mkldnn_gemm")
-    base = {"conv_grouped": OpClassData("samples", SAT_ROWS),
-            "conv_grouped:mkldnn": OpClassData("samples", fast)}
+    k = Kernel(op_class, 10**7, 10**6, 10**6, "c", ("aten.convolution.default",),
+               variant=variant)
+    base = {op_class: OpClassData("samples", SAT_ROWS),
+            f"{op_class}:{refined}": OpClassData("samples", fast)}
     old = DeviceModel(_device(base), "fp32")
-    assert old._key("conv_grouped", "mkldnn_gemm", "") == "conv_grouped:mkldnn"
-    new = DeviceModel(_device({**base, "conv_grouped:mkldnn_gemm": OpClassData("samples", slow)}),
+    assert old._key(op_class, variant, "") == f"{op_class}:{refined}"
+    new = DeviceModel(_device({**base, f"{op_class}:{variant}": OpClassData("samples", slow)}),
                       "fp32")
-    assert new._key("conv_grouped", "mkldnn_gemm", "") == "conv_grouped:mkldnn_gemm"
+    assert new._key(op_class, variant, "") == f"{op_class}:{variant}"
     (t_old,), (t_new,) = old.kernel_times_s([k]), new.kernel_times_s([k])
     assert t_new == pytest.approx(2.5 * t_old, rel=1e-2)
-    # inductor's channels-last variant falls back the same way
-    assert old._key("conv_grouped", "mkldnn_gemm_nhwc", "") == "conv_grouped"
+
+
+def test_grouped_gemm_convolutions_on_channels_last_fall_back_to_their_nhwc_curve() -> None:
+    # inductor's channels-last variant of a grouped convolution run as GEMMs falls back to the
+    # channels-last oneDNN curve, then the class's
+    fast = tuple((m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS)
+    base = {"conv_grouped": OpClassData("samples", SAT_ROWS),
+            "conv_grouped:mkldnn": OpClassData("samples", fast)}
+    assert DeviceModel(_device(base), "fp32")._key(
+        "conv_grouped", "mkldnn_gemm_nhwc", "") == "conv_grouped"
     nhwc = DeviceModel(_device({**base, "conv_grouped:mkldnn_nhwc": OpClassData("samples", fast)}),
                        "fp32")
     assert nhwc._key("conv_grouped", "mkldnn_gemm_nhwc", "") == "conv_grouped:mkldnn_nhwc"

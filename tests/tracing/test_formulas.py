@@ -369,6 +369,29 @@ def test_grouped_convolutions_onednn_runs_as_gemms_have_a_variant_of_their_own(
         assert (variant == "mkldnn_gemm") == on_gemm, (c_in, c_out, groups, variant)
 
 
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
+                    reason="the vector width is known for AVX-512 and AVX2 CPUs")
+def test_im2col_convolutions_with_few_output_pixels_are_narrow() -> None:
+    """Eager's im2col convolution (``slow2d``) whose per-image GEMM has 2 to one vector's worth
+    minus one output pixels on a contiguous map is ``slow2d_narrow``; one pixel, a full vector
+    of them, or a channels-last map is not."""
+    from ftmodel.tracing.variants import NARROW_GEMM, channels_last_conv_variant, conv_variant
+
+    block = 16 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 8
+    cases = [((1, 64, 2, 2), 3, 1, True), ((1, 64, 3, 3), 3, 1, block > 9),
+             ((1, 64, 1, 1), 3, 1, False), ((1, 64, 4, 4), 3, 1, block > 16),
+             ((1, 64, 6, 6), 3, 2, block > 9), ((1, 64, 8, 8), 3, 2, False),
+             ((1, 64, 2, 2), 1, 1, True)]
+    for shape, k, stride, narrow in cases:
+        x, w = torch.randn(*shape), torch.randn(32, shape[1], k, k)
+        args = (x, w, None, (stride, stride), (k // 2, k // 2), (1, 1), False, (0, 0), 1)
+        variant = conv_variant(args)
+        if not variant.startswith("slow2d"):
+            pytest.skip(f"this build runs {shape} on {variant}, not im2col")
+        assert (variant == "slow2d" + NARROW_GEMM) == narrow, (shape, k, stride, variant)
+        assert NARROW_GEMM not in channels_last_conv_variant(args)
+
+
 def test_a_convolution_on_channels_last_tensors_is_its_own_variant() -> None:
     """Inductor runs 2-d convolutions on channels-last tensors, for which oneDNN picks other
     kernels: their variant says so; 1-d convolutions, which inductor leaves contiguous, keep
