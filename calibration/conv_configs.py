@@ -165,8 +165,8 @@ def slow_path_configs(n: int, grid: SweepGrid) -> list[tuple[int, ...]]:
     16 (``ftmodel.tracing.variants.narrow_gemm``), and the late stages of CNNs at batch 1 on
     64-128 px images land on such maps. The random samples rarely draw batch 1 with a map
     below 7 px, and the hand-picked late-stage ones hold 4-38 MiB of weights: on the 2-vCPU AMD
-    EPYC (Zen 4) the curves priced a 96 -> 96 3x3 convolution on a 2-px map at 9 µs of device
-    time where it took 66 µs alone."""
+    EPYC (Zen 4) the curves priced a 96 -> 96 3x3 convolution on a 2-px map at 8.5 µs of device
+    time where it took 66-70 µs alone."""
     rng = random.Random(9753)
     chans = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
     configs: list[tuple[int, ...]] = []
