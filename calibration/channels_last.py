@@ -31,7 +31,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from ftmodel.calibration.ops import OpSample
+from ftmodel.calibration.op_sample import OpSample
 from ftmodel.frameworks import eager
 from ftmodel.program import Kernel, Program
 from ftmodel.tracing.dispatch import trace

@@ -1,9 +1,9 @@
-"""Random convolution configurations of the CPU and GPU op sweeps (``calibration/ops.py``), each
-``(batch, in channels, out channels, map size, kernel, stride, groups)``: dense and depthwise
-ones, on and off oneDNN's channel block; grouped ones of 4-64 channels per group; grouped
-ones that oneDNN runs as im2col and a GEMM per group; the early stages of image models at
-batch 4-16 (few channels on large maps); dense ones at batch 1 on maps of 1-8 px (eager's
-im2col path); and 1-d convolutions, each
+"""Random convolution configurations of the CPU and GPU op sweeps
+(``calibration/conv_samples.py``), each ``(batch, in channels, out channels, map size, kernel,
+stride, groups)``: dense and depthwise ones, on and off oneDNN's channel block; grouped ones of
+4-64 channels per group; grouped ones that oneDNN runs as im2col and a GEMM per group; the
+early stages of image models at batch 4-16 (few channels on large maps); dense ones at batch 1
+on maps of 1-8 px (eager's im2col path); and 1-d convolutions, each
 ``(batch, in channels, out channels, length, kernel, stride, dilation)``."""
 
 from __future__ import annotations

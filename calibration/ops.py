@@ -12,56 +12,20 @@ pay for fresh pages; ``elementwise:math`` are transcendental). Shapes come from 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ftmodel.calibration.conv_configs import (conv1d_configs, conv_configs, early_stage_configs,
-                                              gemm_grouped_configs, grouped_configs,
-                                              slow_path_configs)
+from ftmodel.calibration.conv_samples import conv1d_samples, conv_samples
+from ftmodel.calibration.op_sample import OpSample, random_tensor as _r
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.estimate.curves import STEP_CURVES, step_work
-from ftmodel.program import Kernel
-from ftmodel.tracing.variants import steps_of
 
 __all__ = ["OpSample", "op_samples", "named_sweeps", "ort_samples", "OP_SWEEP_CLASSES",
            "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID", "LSTM_STEPS",
            "LSTM_SHORT_STEPS"]
-
-
-@dataclass
-class OpSample:
-    curve: str  # op class, optionally ":variant"
-    family: str  # samples of one family share a floor
-    label: str
-    module: nn.Module
-    inputs: tuple[torch.Tensor, ...]
-    is_floor: bool = False
-    # a fused recurrent layer's sample: the same module over fewer steps, timed beside it, so
-    # that its time splits into a cost per step and one per call (see sweep_stage.class_stage)
-    short_inputs: tuple[torch.Tensor, ...] = ()
-
-    @property
-    def op_class(self) -> str:
-        return self.curve.split(":")[0]
-
-    def curve_row(self, main: Kernel, device_s: float
-                  ) -> tuple[tuple[float, float, float, float], float]:
-        """(the curve's row for this sample: ``main`` kernel's MACs, bytes read (each re-read
-        of its weights counted, ``Kernel.read_traffic_bytes``), bytes written and
-        ``device_s``; the steps they were divided by). On a per-step curve
-        (:data:`~ftmodel.estimate.curves.STEP_CURVES`) the row holds one step's share of the
-        layer's work and time, else the whole kernel's (steps 1)."""
-        steps = float(steps_of(main.variant)[0]) if self.curve in STEP_CURVES else 1.0
-        macs, br, bw = step_work(*(np.array([float(v)]) for v in (
-            main.macs, main.read_traffic_bytes, main.bytes_weights, main.bytes_written, steps)))
-        return (float(macs[0]), float(br[0]), float(bw[0]), device_s / steps), steps
 
 
 class _Fn(nn.Module):
@@ -80,10 +44,6 @@ class _Fn(nn.Module):
         if self.n == 1:
             return self.fn(*xs, self.p0)
         return self.fn(*xs, self.p0, self.p1)
-
-
-def _r(*shape: int) -> torch.Tensor:
-    return torch.randn(*shape)
 
 
 def _linear(m: int, k: int, n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -128,49 +88,6 @@ def _attention(quick: bool, grid: SweepGrid) -> list[OpSample]:
             q = _r(b, h, s, 64)
             out.append(OpSample("attention", "sdpa", f"sdpa b{b} h{h} s{s} d64", sdpa,
                                 (q, q.clone(), q.clone())))
-    return out
-
-
-def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Module:
-    conv = nn.Conv2d(cin, cout, k, stride, padding=k // 2, groups=groups, bias=False)
-    return conv.requires_grad_(False)
-
-
-def _conv_sample(cls: str, config: tuple[int, ...], suffix: str = "") -> OpSample:
-    """The sweep sample of one ``(batch, in, out, map size, kernel, stride, groups)``."""
-    b, cin, cout, hw, k, stride, groups = config
-    return OpSample(cls, cls, f"conv b{b} c{cin}->{cout} {hw}px k{k} s{stride} g{groups}{suffix}",
-                    _conv_module(cin, cout, k, stride, groups), (_r(b, cin, hw, hw),))
-
-
-def _conv(quick: bool, depthwise: bool, grid: SweepGrid) -> list[OpSample]:
-    rng = random.Random(1234 + depthwise)
-    cls = "conv_grouped" if depthwise else "conv"
-    out = [OpSample(cls, cls, f"{cls} floor", _conv_module(2, 2, 3, 1, 2 if depthwise else 1),
-                    (_r(1, 2, 4, 4),), is_floor=True)]
-    n = (grid.conv_samples if not depthwise else grid.depthwise_samples) if not quick else 8
-    out += [_conv_sample(cls, c) for c in conv_configs(rng, n, depthwise, grid)]
-    # grouped convolutions beside the depthwise ones: of 4-64 channels per group, and those
-    # oneDNN runs as GEMMs
-    extra = ((grouped_configs, grid.grouped_samples),
-             (gemm_grouped_configs, grid.gemm_grouped_samples)) if depthwise else ()
-    for configs, count in extra:
-        if count:
-            out += [_conv_sample(cls, c) for c in configs(count if not quick else 3, grid)]
-    # the early stages of image models at batch 4-16 (bound by activation bytes; full sweep only)
-    early = grid.early_stage_depthwise_samples if depthwise else grid.early_stage_samples
-    if early and not quick:
-        out += [_conv_sample(cls, c, " early") for c in early_stage_configs(early, depthwise, grid)]
-    if not depthwise and not quick and grid.slow_path_samples:  # batch 1 on maps of 1-8 px
-        out += [_conv_sample(cls, c, " small")
-                for c in slow_path_configs(grid.slow_path_samples, grid)]
-    if not depthwise:  # the last stages of CNNs at small resolution (weight-bound)
-        late = grid.late_stage_convs if not quick else grid.late_stage_convs[1:3]
-        out += [_conv_sample(cls, (b, cin, cout, hw, k, 1, 1)) for b, cin, cout, hw, k in late]
-    if not quick and not depthwise:  # the 3-channel stem of image models
-        for b in grid.stem_batches:
-            out.append(OpSample("conv", "conv", f"stem b{b}", _conv_module(3, 64, 7, 2, 1),
-                                (_r(b, 3, 112, 112),)))
     return out
 
 
@@ -336,22 +253,6 @@ def _skip_norm(n: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
                 torch.zeros(h)), (x, _r(*x.shape)))
 
 
-ORT_CONV1D_SAMPLES = 24  # 1-d convolutions ONNX Runtime's sweep times (6 with quick)
-
-
-def _conv1d_samples(quick: bool, grid: SweepGrid) -> list[OpSample]:
-    """1-d convolutions (:func:`~ftmodel.calibration.conv_configs.conv1d_configs`): ONNX Runtime
-    runs them on its plain NCHW kernel (im2col and SGEMM), never on the NCHWc one its 2-d
-    samples mostly take (:func:`ftmodel.frameworks.onnx_graph.conv_path`)."""
-    out = []
-    for b, cin, cout, length, k, stride, dilation in conv1d_configs(
-            6 if quick else ORT_CONV1D_SAMPLES, grid):
-        conv = nn.Conv1d(cin, cout, k, stride, dilation=dilation, bias=False).requires_grad_(False)
-        out.append(OpSample("conv", "conv", f"conv1d b{b} c{cin}->{cout} L{length} k{k} "
-                            f"s{stride} d{dilation}", conv, (_r(b, cin, length),)))
-    return out
-
-
 def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:
     """Samples only ONNX Runtime's sweep times (``FrameworkSweep.own_samples``), by curve:
     transposes on its block-copy and element-by-element paths (copy), a residual sum
@@ -361,7 +262,7 @@ def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, li
     sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
     return {"copy": _transpose_samples(quick, grid),
             "norm": _family("norm", "skip_layer_norm", _skip_norm, sz),
-            "conv": _conv1d_samples(quick, grid)}
+            "conv": conv1d_samples(quick, grid)}
 
 
 # Transcendental elementwise ops, each on a curve of its own (``elementwise@<op>``), floored at a
@@ -384,7 +285,7 @@ def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, lis
     """The sweep, grouped by curve key, in OP_SWEEP_CLASSES order (floors included); ``grid``:
     :data:`CPU_GRID` or, on a GPU, :data:`GPU_GRID`."""
     all_samples = (_gemm(quick, grid) + _bmm(quick, grid) + _attention(quick, grid)
-                   + _conv(quick, False, grid) + _conv(quick, True, grid)
+                   + conv_samples(quick, False, grid) + conv_samples(quick, True, grid)
                    + _bytes_classes(quick, grid) + _lstm(quick, grid))
     grouped: dict[str, list[OpSample]] = {c: [] for c in OP_SWEEP_CLASSES}
     for s in all_samples:

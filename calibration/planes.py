@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ftmodel.calibration.ops import OpSample
+from ftmodel.calibration.op_sample import OpSample
 from ftmodel.calibration.sweep_stage import class_stage
 from ftmodel.estimate.curves import PER_PLANE, SampleCurve
 from ftmodel.hardware.profile import OpClassData

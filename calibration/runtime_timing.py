@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ftmodel.calibration.cache import ChainRunner, fit_runtime_cache, probe_runtime_cache
-from ftmodel.calibration.ops import OpSample
+from ftmodel.calibration.op_sample import OpSample
 from ftmodel.frameworks.base import get_framework
 
 __all__ = ["ORT_SHARE_PASSES", "RUNTIME_CHAINS", "ort_chain", "ort_node_share", "ort_node_shares",

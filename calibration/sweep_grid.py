@@ -3,7 +3,7 @@
 A grid says how large each class's samples get, how many random convolutions are drawn and
 which hand-picked shapes join them (the last stages and heads of CNNs, where a convolution
 streams megabytes of weights for few MACs). The shapes themselves are drawn in
-:mod:`ftmodel.calibration.ops`.
+:mod:`ftmodel.calibration.ops` and :mod:`ftmodel.calibration.conv_samples`.
 """
 
 from __future__ import annotations

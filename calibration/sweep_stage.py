@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftmodel.calibration.ops import PER_OP_CLASSES, OpSample
+from ftmodel.calibration.op_sample import OpSample
+from ftmodel.calibration.ops import PER_OP_CLASSES
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.estimate.curves import PER_CALL
