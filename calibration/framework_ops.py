@@ -102,9 +102,10 @@ class FrameworkSweep:
     # (ftmodel.calibration.channels_last), eagerly and on the full grid: inductor's convolutions
     channels_last: tuple[str, ...] = ()
     # its sweep also times ops of its own (ftmodel.calibration.ops.ort_samples: transposes on
-    # each code path its lowering tells apart, fused residual layer norms); they make the
-    # curves of their kernels' variants (``<framework>/copy:<path>``, ``<framework>/norm:skip``)
-    # only, not the class's own curve, which prices the class's other kernels
+    # each code path its lowering tells apart, fused residual layer norms, GRU layers); those
+    # of a swept class make the curves of their kernels' variants (``<framework>/copy:<path>``,
+    # ``<framework>/norm:skip``) only, not the class's own curve, which prices the class's
+    # other kernels; the others make a curve of their own (``<framework>/gemm@gru``)
     own_samples: bool = False
 
 
@@ -347,10 +348,10 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     own = ort_samples(quick or spec.quick_grid) if spec.own_samples else {}
-    for curve in OP_SWEEP_CLASSES:
+    for curve in (*OP_SWEEP_CLASSES, *(c for c in own if c not in OP_SWEEP_CLASSES)):
         cl = device == "cpu" and curve in spec.channels_last
         extra = own.get(curve, [])
-        samples = (full if cl else grid)[curve] + extra
+        samples = (full if cl else grid).get(curve, []) + extra
         if not samples or not wanted(framework, curve):
             continue
         data, rows, op = framework_curve(framework, samples, device, shared, rounds=rounds,
@@ -360,8 +361,9 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
         if data is not None:
             # channels-last curves by their variants (``<backend>_nhwc``) only: a class-level
             # curve would also price the framework's contiguous (1-d) convolutions
-            if not cl:
-                curves[key] = without_samples(data, rows, {s.label for s in extra})
+            if not cl:  # own samples of a swept class only make its variants' curves
+                curves[key] = (without_samples(data, rows, {s.label for s in extra})
+                               if curve in OP_SWEEP_CLASSES else data)
             curves.update(variant_curves(key, data, rows, whole=cl))
         step(f"{framework} {curve}")
     if framework == "torchscript" and device == "cpu":  # its oneDNN-layout reorders and ops
@@ -378,5 +380,9 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
 
 def framework_curve_steps(frameworks: Iterable[str], device: str) -> int:
     """Progress steps :func:`framework_curves` takes for these frameworks on ``device``."""
+    def own(fw: str) -> int:  # curves of the framework's own samples alone
+        return len([c for c in ort_samples(True) if c not in OP_SWEEP_CLASSES]
+                   if FRAMEWORK_SWEEPS[fw].own_samples else [])
+
     return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) + (fw == "torchscript")
-               for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")
+               + own(fw) for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")

@@ -109,23 +109,41 @@ def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
     Intel Xeon with 2 threads; it re-orders the weights on every call) besides its steps: a
     per-step price from one length over-prices longer sequences and under-prices shorter ones
     (1.4-1.7x at 128-256 steps, 0.7x at 16, from 32-step samples)."""
+    return _recurrent("gemm@mkldnn_rnn_layer", "lstm", nn.LSTM, 4, quick, grid)
+
+
+def _gru(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """One-layer GRUs on the LSTMs' grid (:func:`_lstm`), for ONNX Runtime's own GRU kernel
+    (``gemm@gru``): each of its steps runs two GEMMs on the hidden state (the update and reset
+    gates', then the candidate's, after the reset gate: PyTorch exports
+    ``linear_before_reset=1``) and a loop over the batch's rows between them, where its LSTM
+    runs one; on the EPYC a GRU of hidden 128 at batch 16 took 1.6x the time per MAC of the
+    LSTM of the same size (``UniDirectionalGru::Compute`` in ONNX Runtime's
+    ``deep_cpu_gru.cc``)."""
+    return _recurrent("gemm@gru", "gru", nn.GRU, 3, quick, grid)
+
+
+def _recurrent(curve: str, family: str, layer: Callable[..., nn.Module], gates: int,
+               quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """One-layer recurrent samples of ``layer`` (``gates`` weight blocks per step) on the grid
+    :func:`_lstm` describes, its floor first."""
     if grid.lstm_max_macs <= 0:
         return []
-    curve = "gemm@mkldnn_rnn_layer"
 
-    def lstm(d_in: int, hidden: int) -> nn.Module:
-        return nn.LSTM(d_in, hidden, batch_first=True).requires_grad_(False)
+    def make(d_in: int, hidden: int) -> nn.Module:
+        return layer(d_in, hidden, batch_first=True).requires_grad_(False)
 
-    out = [OpSample(curve, "lstm", "lstm floor", lstm(2, 2), (_r(1, 1, 2),), is_floor=True)]
+    out = [OpSample(curve, family, f"{family} floor", make(2, 2), (_r(1, 1, 2),),
+                    is_floor=True)]
     hiddens = (64, 128, 192, 256, 384, 512, 768, 1024) if not quick else (128, 512)
     batches = (1, 4, 16, 64) if not quick else (1, 16)
     for hidden in hiddens:
         for d_in in ((hidden // 2, hidden) if not quick else (hidden,)):
             for b in batches:
-                if 4 * (d_in + hidden) * hidden * b * LSTM_STEPS > grid.lstm_max_macs:
+                if gates * (d_in + hidden) * hidden * b * LSTM_STEPS > grid.lstm_max_macs:
                     continue
-                out.append(OpSample(curve, "lstm", f"lstm b{b} in{d_in} h{hidden} "
-                                    f"s{LSTM_STEPS}", lstm(d_in, hidden),
+                out.append(OpSample(curve, family, f"{family} b{b} in{d_in} h{hidden} "
+                                    f"s{LSTM_STEPS}", make(d_in, hidden),
                                     (_r(b, LSTM_STEPS, d_in),),
                                     short_inputs=(_r(b, LSTM_SHORT_STEPS, d_in),)))
     return out
@@ -258,11 +276,13 @@ def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, li
     transposes on its block-copy and element-by-element paths (copy), a residual sum
     followed by a layer norm, which it fuses into one ``SkipLayerNormalization`` node (norm): a
     scalar loop per row, 3.5-11x a ``LayerNormalization`` of the same tensor on the EPYC; and
-    1-d convolutions (conv), which it runs on its plain NCHW kernel."""
+    1-d convolutions (conv), which it runs on its plain NCHW kernel; and GRU layers
+    (``gemm@gru``, a per-step curve of their own: :func:`_gru`)."""
     sz = [n for n in _sizes(quick, grid) if n <= 2**_TRANSPOSE_MAX_EXP]
     return {"copy": _transpose_samples(quick, grid),
             "norm": _family("norm", "skip_layer_norm", _skip_norm, sz),
-            "conv": conv1d_samples(quick, grid)}
+            "conv": conv1d_samples(quick, grid),
+            "gemm@gru": _gru(quick, grid)}
 
 
 # Transcendental elementwise ops, each on a curve of its own (``elementwise@<op>``), floored at a

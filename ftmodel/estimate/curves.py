@@ -18,7 +18,7 @@ from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
 __all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL", "PER_PLANE",
-           "STEP_CURVES", "SampleCurve",
+           "LSTM_STEP_CURVE", "STEP_CURVES", "SampleCurve",
            "inversions", "step_work", "work"]
 
 _EPS = 1.0
@@ -70,8 +70,11 @@ def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
 # kernel's variant; a step's work is :func:`step_work`, its time the layer's over its steps): oneDNN's LSTM runs
 # each step as a small GEMM that waits for the previous one, at batch 1 latency-bound and at
 # batch 16 near the core's AVX-512 peak, so neither the layer's total work on a GEMM curve nor a
-# per-step GEMM on MKL's curve prices it (AMD EPYC: 0.48x at batch 1, 1.7x at 16 on the first)
-STEP_CURVES = frozenset({"gemm@mkldnn_rnn_layer"})
+# per-step GEMM on MKL's curve prices it (AMD EPYC: 0.48x at batch 1, 1.7x at 16 on the first).
+# The LSTM's curve prices every fused recurrent op without one of its own; ONNX Runtime's GRU has
+# its own (two GEMMs a step where its LSTM runs one: 1.6x the LSTM's time per MAC on the EPYC)
+LSTM_STEP_CURVE = "gemm@mkldnn_rnn_layer"
+STEP_CURVES = frozenset({LSTM_STEP_CURVE, "gemm@gru"})
 # A per-step curve's companion (``<curve>:per_call``): what each call of such a layer costs
 # besides its steps, against a step's work (oneDNN re-orders the layer's weights on every call)
 PER_CALL = ":per_call"

@@ -73,13 +73,15 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
-from ftmodel.estimate.curves import PER_CALL, PER_PLANE, STEP_CURVES, SampleCurve, step_work
+from ftmodel.estimate.curves import (LSTM_STEP_CURVE, PER_CALL, PER_PLANE, STEP_CURVES, SampleCurve,
+                                     step_work)
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
-from ftmodel.tracing.variants import GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE, steps_of
+from ftmodel.tracing.variants import (GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE, directions_of,
+                                      steps_of)
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
            "wave_factor"]
@@ -183,16 +185,19 @@ class DeviceModel:
         first among the framework's own curves (``<framework>/...``, measured through its
         runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent
         layer (a ``steps=`` variant) looks for a per-step curve of such layers
-        (:data:`STEP_CURVES`) before those: ONNX Runtime's LSTM and GRU nodes take the one
-        measured through its LSTM, not its lone GEMM samples, which lack the fixed work of each
-        step."""
+        (:data:`STEP_CURVES`) before those, its op's own, else the LSTM's: ONNX Runtime's GRU
+        nodes take the one measured through its GRU where the profile has one, its LSTM nodes
+        the one measured through its LSTM, not its lone GEMM samples, which lack the fixed work
+        of each step."""
         prefixes = (f"{self.framework}/", "") if self.framework and own else ("",)
         name = op_name(op) if op else ""
         levels = []
         if name:
             levels = ([f"{op_class}@{name}:{variant}"] if variant else []) + [f"{op_class}@{name}"]
-        if steps_of(variant)[0] > 1:  # a fused recurrent layer: a curve of such layers first
-            levels = sorted(c for c in STEP_CURVES if c.startswith(f"{op_class}@")) + levels
+        if steps_of(variant)[0] > 1:  # a fused recurrent layer: its op's per-step curve, else
+            # the LSTM's, then the rest
+            levels = [c for c in dict.fromkeys((f"{op_class}@{name}", LSTM_STEP_CURVE))
+                      if c in STEP_CURVES and c.startswith(f"{op_class}@")] + levels
         fallback = ("math" if variant in ("math_inplace", REF_ELTWISE)
                     else variant.replace(GROUPED_GEMM, "") if GROUPED_GEMM in variant
                     else variant.replace(NARROW_GEMM, "") if NARROW_GEMM in variant else "")
@@ -262,7 +267,9 @@ class DeviceModel:
         if len(p):
             s = steps[p]
             wts = np.array([kernels[i].bytes_weights for i in p.tolist()], dtype=np.float64)
-            step = step_work(macs[p], br[p], wts, bw[p], s)
+            # a kernel running its directions one after the other: each step reads one's weights
+            one_way = wts / np.array([directions_of(kernels[i].variant) for i in p.tolist()])
+            step = step_work(macs[p], br[p] - wts + one_way, one_way, bw[p], s)
             h_step, c_step = self._times([kernels[i] for i in p.tolist()], classes[p], dtypes[p],
                                          *step, warns)
             call = np.zeros(len(p))  # each call's own cost, where the profile measured it

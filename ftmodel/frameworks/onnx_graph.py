@@ -31,7 +31,8 @@ Counting semantics
   each priced on ONNX Runtime's curve of that path where the profile has one; transcendental
   ops ``math``; layer norms ``layer``, the fused residual ones ``skip``
   (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
-  (:func:`~ftmodel.tracing.variants.rnn_variant`); ``Transpose`` the code path ONNX Runtime
+  (:func:`~ftmodel.tracing.variants.rnn_variant`: time steps × directions, which ORT runs one
+  after the other, each step reading one direction's weights); ``Transpose`` the code path ONNX Runtime
   runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
   element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's curve of that
   path where the profile has one.
@@ -323,8 +324,11 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
         variant = "math" if node.op_type in MATH_OPS else NORM_VARIANTS.get(node.op_type, "")
         if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) > 2 and ins[0] is not None:
             steps = ins[0][1] if attrs.get("layout") == 1 else ins[0][0]  # X: (S, B, I) / (B, S, I)
+            # W: (directions, G·H, I); ORT runs a bidirectional node's directions one after the
+            # other (the forward pass, then the reverse: deep_cpu_lstm.cc, deep_cpu_gru.cc)
+            dirs = ins[1][0] if ins[1] else 1
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
-            variant = rnn_variant(steps, recurrent_share(w, r))
+            variant = rnn_variant(steps * dirs, recurrent_share(w, r), dirs)
         if node.op_type in ("Conv", "FusedConv"):  # NCHWc blocked, or the plain NCHW kernel
             variant = conv_path(node)
         if node.op_type == "Transpose" and ins[0] is not None:  # ONNX Runtime's code path

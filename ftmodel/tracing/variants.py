@@ -31,7 +31,7 @@ __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS"
            "backend_threads", "blocked_eltwise_variant", "channel_variant",
            "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm", "narrow_gemm",
            "planes_of", "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share",
-           "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
+           "directions_of", "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -313,10 +313,27 @@ def rnn_steps(name: str, args: Sequence[Any]) -> int:
     return int(steps)
 
 
-def rnn_variant(steps: int, recurrent_share: float) -> str:
+def rnn_variant(steps: int, recurrent_share: float, directions: int = 1) -> str:
     """The variant of a fused recurrent kernel (``steps=<n>,rec=<share>``, read back by
-    :func:`steps_of`); "" for a single step."""
-    return f"steps={steps},rec={recurrent_share:.4f}" if steps > 1 else ""
+    :func:`steps_of`; ``,dirs=<d>`` where one kernel runs ``directions`` directions one after
+    the other, its steps counting all of them: :func:`directions_of`); "" for a single
+    step."""
+    if steps <= 1:
+        return ""
+    return f"steps={steps},rec={recurrent_share:.4f}" + (f",dirs={directions}"
+                                                         if directions > 1 else "")
+
+
+def directions_of(variant: str) -> int:
+    """The directions a fused recurrent kernel runs one after the other (``dirs=<d>`` in its
+    variant, :func:`rnn_variant`): each of its steps reads one direction's weights; else 1."""
+    for field in variant.split(",") if variant.startswith("steps=") else ():
+        if field.startswith("dirs="):
+            try:
+                return max(1, int(field[5:]))
+            except ValueError:
+                return 1
+    return 1
 
 
 def steps_of(variant: str) -> tuple[int, float]:

@@ -410,6 +410,15 @@ def test_ort_copy_curve_keeps_its_transposes_out_and_gives_each_path_a_curve() -
     # 1-d convolutions: ONNX Runtime's plain NCHW kernel, a curve of that path only
     convs = ort_samples(quick=True)["conv"]
     assert convs and all(s.curve == "conv" and s.inputs[0].dim() == 3 for s in convs)
+    # GRU layers: a per-step curve of their own, on the LSTMs' grid, with a floor
+    from ftmodel.calibration.ops import op_samples
+    from ftmodel.estimate.curves import STEP_CURVES
+
+    grus = ort_samples(quick=True)["gemm@gru"]
+    lstms = op_samples(True)["gemm@mkldnn_rnn_layer"]
+    assert "gemm@gru" in STEP_CURVES and grus[0].is_floor
+    assert [s.inputs[0].shape for s in grus] == [s.inputs[0].shape for s in lstms]
+    assert all(isinstance(s.module, torch.nn.GRU) and s.short_inputs for s in grus[1:])
 
 
 def test_conv1d_configs_stay_within_the_grid_and_include_front_ends() -> None:

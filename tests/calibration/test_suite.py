@@ -328,6 +328,11 @@ def test_quick_calibration_measures_onnxruntime_curves(quick_profile: Path) -> N
     per_step = [4 * (h + h) * h * b for h in (128, 512) for b in (1, 16)]  # the quick grid
     assert LSTM_STEPS > LSTM_SHORT_STEPS > 1 and step.samples
     assert all(min(abs(row[0] / m - 1) for m in per_step) < 0.01 for row in step.samples)
+    # ... and its GRU samples one of their own: 3 gates' weights a step
+    gru = classes["onnxruntime/gemm@gru"]
+    per_gru_step = [3 * (h + h) * h * b for h in (128, 512) for b in (1, 16)]
+    assert gru.samples and all(min(abs(row[0] / m - 1) for m in per_gru_step) < 0.01
+                               for row in gru.samples)
     conv = Kernel("conv", 10**7, 10**5, 10**5, "m", ("Conv",))
     assert DeviceModel(prof.device, "fp32", "onnxruntime")._key("conv", "", "Conv") == \
         "onnxruntime/conv"

@@ -567,6 +567,12 @@ def test_a_per_step_curve_is_monotone_in_macs_only() -> None:
                      bytes_weights=int(w)) for m, w, bw, _ in rows]
     t = dm.kernel_times_s(layers)
     np.testing.assert_allclose(t, [steps * r[3] for r in rows], rtol=1e-6)
+    # two directions run one after the other (dirs=2): twice the steps and the weights of the
+    # kernel, each step reading one direction's, is twice a one-way layer's time
+    both = [Kernel("gemm", int(2 * m * steps), int(2 * w), int(2 * bw * steps), "rnn",
+                   ("LSTM",), variant=f"steps={2 * steps},rec=0.5,dirs=2",
+                   bytes_weights=int(2 * w)) for m, w, bw, _ in rows]
+    np.testing.assert_allclose(dm.kernel_times_s(both), 2 * t, rtol=1e-6)
     gemm = dm._curves["gemm"]
     on_gemm = gemm(*(np.array(v) for v in zip(*[r[:3] for r in rows])))
     assert np.abs(np.log(on_gemm / np.array([r[3] for r in rows]))).max() > 0.05
@@ -613,6 +619,17 @@ def test_runtime_recurrent_nodes_take_its_per_step_curve() -> None:
     assert t[0] == pytest.approx(10 * 3 * (macs / 10 + 1e5) / 1e10, rel=1e-2)
     assert t[1] == pytest.approx(t[0])
     assert t[2] == pytest.approx((macs + 1e5) / 1e10, rel=1e-2)
+    # a profile with a per-step curve measured through its GRU prices GRU nodes on it, and
+    # never its LSTM nodes
+    slower = tuple((m, b_r, b_w, 5 * t) for m, b_r, b_w, t in SAT_ROWS)
+    with_gru = DeviceModel(_device({**dev.op_classes,
+                                    "onnxruntime/gemm@gru": OpClassData("samples", slower)}),
+                           "fp32", "onnxruntime")
+    assert with_gru._key("gemm", gru.variant, "GRU") == "onnxruntime/gemm@gru"
+    assert with_gru._key("gemm", lstm.variant, "LSTM") == "onnxruntime/gemm@mkldnn_rnn_layer"
+    t_gru, t_lstm = with_gru.kernel_times_s([gru, lstm])
+    assert t_gru == pytest.approx(10 * 5 * (macs / 10 + 1e5) / 1e10, rel=1e-2)
+    assert t_lstm == pytest.approx(t[1])
 
 
 def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:

@@ -278,6 +278,17 @@ def test_recurrent_layers_count_their_macs_as_eager_does(cls: type[nn.Module]) -
     prog = ort_fw.lower_model(rnn, x, 3, ftmodel.trace(rnn, x, 3))
     # one ONNX LSTM/GRU node per layer: tokens × (W + R) elements, as the traced fused layers
     assert prog.macs == ftmodel.trace(rnn, x, 3).total_macs > 0
+    # each node runs its two directions one after the other: 2 × 7 sequential steps
+    from ftmodel.tracing.variants import directions_of, steps_of
+
+    nodes = [k for k in prog.kernels if k.members and k.members[0].split("::")[-1] in
+             ("LSTM", "GRU")]
+    assert len(nodes) == 2 and all(steps_of(k.variant)[0] == 2 * 7 for k in nodes)
+    assert all(directions_of(k.variant) == 2 for k in nodes)
+    one_way = cls(12, 20, 1, batch_first=True).eval()
+    uni = ort_fw.lower_model(one_way, x, 3, ftmodel.trace(one_way, x, 3))
+    rec = [k for k in uni.kernels if "steps=" in k.variant]
+    assert [(steps_of(k.variant)[0], directions_of(k.variant)) for k in rec] == [(7, 1)]
 
 
 def test_grouped_query_attention_falls_back_to_the_dynamo_exporter() -> None:
