@@ -32,10 +32,10 @@ Counting semantics
   ops ``math``; layer norms ``layer``, the fused residual ones ``skip``
   (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
   (:func:`~ftmodel.tracing.variants.rnn_variant`: time steps × directions, which ORT runs one
-  after the other, each step reading one direction's weights); ``Transpose`` the code path ONNX Runtime
-  runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D transposes, or
-  element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's curve of that
-  path where the profile has one.
+  after the other, each step reading one direction's weights); ``Transpose`` the code path ONNX
+  Runtime runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D
+  transposes, or element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's
+  curve of that path where the profile has one.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
   ``onnx.shape_inference`` node-level inference for standard ops (constant initializers feed
   Reshape-like ops) and small rules for ORT's contrib ops (``com.microsoft``,
