@@ -63,7 +63,8 @@ from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
 from ftmodel.calibration.runtime_timing import ort_node_shares, ts_prepacked_conv
-from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample, op_samples, ort_samples
+from ftmodel.calibration.ops import (OP_SWEEP_CLASSES, ORT_ONLY_CURVES, OpSample, op_samples,
+                                    ort_samples)
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
@@ -348,7 +349,7 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
     curves: dict[str, OpClassData] = {}
     raw: dict[str, list[dict[str, Any]]] = {}
     own = ort_samples(quick or spec.quick_grid) if spec.own_samples else {}
-    for curve in (*OP_SWEEP_CLASSES, *(c for c in own if c not in OP_SWEEP_CLASSES)):
+    for curve in (*OP_SWEEP_CLASSES, *(ORT_ONLY_CURVES if spec.own_samples else ())):
         cl = device == "cpu" and curve in spec.channels_last
         extra = own.get(curve, [])
         samples = (full if cl else grid).get(curve, []) + extra
@@ -380,9 +381,6 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
 
 def framework_curve_steps(frameworks: Iterable[str], device: str) -> int:
     """Progress steps :func:`framework_curves` takes for these frameworks on ``device``."""
-    def own(fw: str) -> int:  # curves of the framework's own samples alone
-        return len([c for c in ort_samples(True) if c not in OP_SWEEP_CLASSES]
-                   if FRAMEWORK_SWEEPS[fw].own_samples else [])
-
     return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) + (fw == "torchscript")
-               + own(fw) for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")
+               + (len(ORT_ONLY_CURVES) if FRAMEWORK_SWEEPS[fw].own_samples else 0)
+               for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")

@@ -22,8 +22,10 @@ from ftmodel.calibration.conv_samples import conv1d_samples, conv_samples
 from ftmodel.calibration.op_sample import OpSample, random_tensor as _r
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
+from ftmodel.estimate.curves import GRU_STEP_CURVE, LSTM_STEP_CURVE
 
 __all__ = ["OpSample", "op_samples", "named_sweeps", "ort_samples", "OP_SWEEP_CLASSES",
+           "ORT_ONLY_CURVES",
            "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID", "LSTM_STEPS",
            "LSTM_SHORT_STEPS"]
 
@@ -109,7 +111,7 @@ def _lstm(quick: bool, grid: SweepGrid) -> list[OpSample]:
     Intel Xeon with 2 threads; it re-orders the weights on every call) besides its steps: a
     per-step price from one length over-prices longer sequences and under-prices shorter ones
     (1.4-1.7x at 128-256 steps, 0.7x at 16, from 32-step samples)."""
-    return _recurrent("gemm@mkldnn_rnn_layer", "lstm", nn.LSTM, 4, quick, grid)
+    return _recurrent(LSTM_STEP_CURVE, "lstm", nn.LSTM, 4, quick, grid)
 
 
 def _gru(quick: bool, grid: SweepGrid) -> list[OpSample]:
@@ -120,7 +122,7 @@ def _gru(quick: bool, grid: SweepGrid) -> list[OpSample]:
     runs one; on the EPYC a GRU of hidden 128 at batch 16 took 1.6x the time per MAC of the
     LSTM of the same size (``UniDirectionalGru::Compute`` in ONNX Runtime's
     ``deep_cpu_gru.cc``)."""
-    return _recurrent("gemm@gru", "gru", nn.GRU, 3, quick, grid)
+    return _recurrent(GRU_STEP_CURVE, "gru", nn.GRU, 3, quick, grid)
 
 
 def _recurrent(curve: str, family: str, layer: Callable[..., nn.Module], gates: int,
@@ -282,7 +284,11 @@ def ort_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, li
     return {"copy": _transpose_samples(quick, grid),
             "norm": _family("norm", "skip_layer_norm", _skip_norm, sz),
             "conv": conv1d_samples(quick, grid),
-            "gemm@gru": _gru(quick, grid)}
+            GRU_STEP_CURVE: _gru(quick, grid)}
+
+
+# the curves that ONNX Runtime's own samples (ort_samples) make and the shared sweep does not
+ORT_ONLY_CURVES = (GRU_STEP_CURVE,)
 
 
 # Transcendental elementwise ops, each on a curve of its own (``elementwise@<op>``), floored at a
@@ -298,7 +304,7 @@ OP_SWEEP_CLASSES = ("gemm", "bmm", "attention", "conv", "conv_grouped", "element
                     "elementwise:inplace",
                     *(f"elementwise@{n}" for n in ("gelu", "tanh", "sigmoid", "silu", "exp", "pow",
                                                    "erf")), "copy", "softmax", "reduction",
-                    "norm", "pool", "embedding", "gemm@mkldnn_rnn_layer")
+                    "norm", "pool", "embedding", LSTM_STEP_CURVE)
 
 
 def op_samples(quick: bool = False, grid: SweepGrid = CPU_GRID) -> dict[str, list[OpSample]]:

@@ -17,8 +17,8 @@ from scipy.spatial import QhullError
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
-__all__ = ["GRID_STEP", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL", "PER_PLANE",
-           "LSTM_STEP_CURVE", "STEP_CURVES", "SampleCurve",
+__all__ = ["GRID_STEP", "GRU_STEP_CURVE", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL",
+           "PER_PLANE", "LSTM_STEP_CURVE", "STEP_CURVES", "SampleCurve",
            "inversions", "step_work", "work"]
 
 _EPS = 1.0
@@ -74,7 +74,8 @@ def _loo_error(feats: np.ndarray, log_inv: np.ndarray, k: int) -> float:
 # The LSTM's curve prices every fused recurrent op without one of its own; ONNX Runtime's GRU has
 # its own (two GEMMs a step where its LSTM runs one: 1.6x the LSTM's time per MAC on the EPYC)
 LSTM_STEP_CURVE = "gemm@mkldnn_rnn_layer"
-STEP_CURVES = frozenset({LSTM_STEP_CURVE, "gemm@gru"})
+GRU_STEP_CURVE = "gemm@gru"
+STEP_CURVES = frozenset({LSTM_STEP_CURVE, GRU_STEP_CURVE})
 # A per-step curve's companion (``<curve>:per_call``): what each call of such a layer costs
 # besides its steps, against a step's work (oneDNN re-orders the layer's weights on every call)
 PER_CALL = ":per_call"

@@ -29,9 +29,9 @@ import torch
 __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
            "PREPACKED_VARIANTS", "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
            "backend_threads", "blocked_eltwise_variant", "channel_variant",
-           "channels_last_conv_variant", "conv_variant", "grouped_runs_gemm", "narrow_gemm",
-           "planes_of", "prepacked_conv_variant", "recurrent_share", "rnn_recurrent_share",
-           "directions_of", "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
+           "channels_last_conv_variant", "conv_variant", "directions_of", "grouped_runs_gemm",
+           "narrow_gemm", "planes_of", "prepacked_conv_variant", "recurrent_share",
+           "rnn_recurrent_share", "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -324,25 +324,28 @@ def rnn_variant(steps: int, recurrent_share: float, directions: int = 1) -> str:
                                                          if directions > 1 else "")
 
 
+def _rnn_fields(variant: str) -> dict[str, str]:
+    """The ``name=value`` fields of a fused recurrent kernel's variant (:func:`rnn_variant`);
+    empty for any other variant."""
+    if not variant.startswith("steps="):
+        return {}
+    return dict(f.split("=", 1) for f in variant.split(",") if "=" in f)
+
+
 def directions_of(variant: str) -> int:
     """The directions a fused recurrent kernel runs one after the other (``dirs=<d>`` in its
     variant, :func:`rnn_variant`): each of its steps reads one direction's weights; else 1."""
-    for field in variant.split(",") if variant.startswith("steps=") else ():
-        if field.startswith("dirs="):
-            try:
-                return max(1, int(field[5:]))
-            except ValueError:
-                return 1
-    return 1
+    try:
+        return max(1, int(_rnn_fields(variant).get("dirs", 1)))
+    except ValueError:
+        return 1
 
 
 def steps_of(variant: str) -> tuple[int, float]:
     """(sequential steps, share of the work that runs step by step) that a kernel's variant
     declares (``steps=<n>,rec=<share>``), else (1, 0.0)."""
-    if not variant.startswith("steps="):
-        return 1, 0.0
+    fields = _rnn_fields(variant)
     try:
-        fields = dict(f.split("=", 1) for f in variant.split(","))
         return max(1, int(fields["steps"])), min(1.0, max(0.0, float(fields.get("rec", 1.0))))
     except (KeyError, ValueError):
         return 1, 0.0
