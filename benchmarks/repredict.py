@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     old, new, meas, names, halves, at_speed, batch = [], [], [], [], [], [], []
     faults: list[tuple[float, float, float]] = []  # (committed, current, measured) per call
     fault_halves: list[str] = []
+    row_faults: list[tuple[float, float, float]] = []  # (measured, committed, current) per row
     exponents = [float(x) for x in args.speed_exponents.split(",") if x.strip()]
     # at the speed probed before each measuring process (corpus runs), per exponent
     now: dict[float, list[float]] = {e: [] for e in exponents}
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                               if per else float("nan"))
             names.append(name)
             halves.append(r.get("half", "all"))
+            row_faults.append((float(r.get("faults_per_call") or "nan"),
+                               float(r.get("predicted_faults") or "nan"), float(p.page_faults)))
             if heap == "plain" and r.get("faults_per_call") and r.get("predicted_faults"):
                 faults.append((float(r["predicted_faults"]), float(p.page_faults),
                                float(r["faults_per_call"])))
@@ -191,10 +194,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{int((logs[:, 1] <= np.log(2)).sum())}, {np.median(logs[:, 1]):.2f}")
     if args.points:
         print(f"  {'model':<28} {'half':<9} {'batch':>5} {'measured ms':>12} "
-              f"{'committed':>9} {'current':>8}  (predicted / measured)")
+              f"{'committed':>9} {'current':>8}  (predicted / measured)   page faults per call: "
+              "measured, committed, current")
         for i in range(len(m)):
             print(f"  {names[i]:<28} {halves[i]:<9} {batch[i]:>5} {m[i] * 1e3:>12.2f} "
-                  f"{o[i] / m[i]:>9.2f} {n[i] / m[i]:>8.2f}")
+                  f"{o[i] / m[i]:>9.2f} {n[i] / m[i]:>8.2f}   "
+                  + " ".join(f"{f:>8.0f}" for f in row_faults[i]))
     change = np.abs(n - o) / o
     print(f"  predictions moved: median {np.median(change):.2%}, max {change.max():.2%}")
     moved = []

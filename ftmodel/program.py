@@ -49,6 +49,11 @@ class Kernel:
     # ftmodel.tracing.variants.planes_of); 0 = not counted. Priced by a device profile's
     # per-plane curve where it has one (``<curve>:per_plane``)
     planes: int = 0
+    # bytes of a buffer the kernel allocates and frees inside its own call, apart from its
+    # operands (a frozen TorchScript graph's oneDNN convolution copies its weights into one on
+    # every call: ftmodel.tracing.variants.prepacked_reorders_weights); the same at any batch.
+    # Followed by ftmodel.estimate.allocator in a plain process
+    bytes_scratch: int = 0
 
     @property
     def bytes_total(self) -> int:

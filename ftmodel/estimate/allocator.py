@@ -43,6 +43,10 @@ Counting semantics
   tensor), as logging a forward pass's ``malloc`` calls shows (Wide-ResNet-50 at batch 4:
   27,651 faults per call simulated, as measured, from 1,640 without them). Not counted: the
   input reorder of a channel-aligned one (``docs/accuracy.md``).
+* A kernel's own scratch buffer (``Kernel.bytes_scratch``: the weight-sized copy a frozen
+  TorchScript graph's prepacked convolution makes on every call,
+  :func:`ftmodel.tracing.variants.prepacked_reorders_weights`) is allocated for its duration
+  too, before an eager oneDNN convolution's two.
 * Free chunks are reused best-fit and coalesce with free neighbours; a free of 64 KiB or more
   (after coalescing) trims a top chunk above the trim threshold. Chunks of at most 1040 bytes
   go to the thread cache first (7 per size, never coalesced, so they pin the heap; padded
@@ -152,11 +156,13 @@ def allocations(kernels: Sequence[Kernel]) -> list[Allocation]:
            if size[sid] > 0]
     scratch_sid = -1  # storages never have negative ids
     for i, k in enumerate(kernels):
+        scratch = [k.bytes_scratch] if k.writes else []
         if k.op_class in ONEDNN_SCRATCH_CLASSES and k.variant in ONEDNN_VARIANTS and k.writes:
-            for nbytes in (k.bytes_weights, k.bytes_written):  # reordered weights, blocked output
-                if nbytes > 0:
-                    out.append(Allocation(scratch_sid, int(nbytes), i, i))
-                    scratch_sid -= 1
+            scratch += [k.bytes_weights, k.bytes_written]  # reordered weights, blocked output
+        for nbytes in scratch:
+            if nbytes > 0:
+                out.append(Allocation(scratch_sid, int(nbytes), i, i))
+                scratch_sid -= 1
     return out
 
 

@@ -240,11 +240,14 @@ def make_kernel(op_class: str, macs: int, bytes_read: int, bytes_written: int,
                 variant: str = "", bytes_weights: int = 0,
                 reads: tuple[tuple[int, int], ...] = (),
                 writes: tuple[tuple[int, int], ...] = (), weight_reads: int = 1,
-                weights_per_image: bool = False) -> Kernel:
+                weights_per_image: bool = False, bytes_scratch: int = 0) -> Kernel:
     """A Kernel; ``bytes_weights``, the operand identities ``reads``/``writes`` ((storage
-    id, bytes) pairs) and ``weight_reads`` of a kernel that reads its weights once per image
-    (``weights_per_image``) are kept where this version of Kernel has the fields."""
+    id, bytes) pairs), ``weight_reads`` of a kernel that reads its weights once per image
+    (``weights_per_image``) and ``bytes_scratch`` are kept where this version of Kernel has
+    the fields."""
     kw: dict[str, Any] = {}
+    if bytes_scratch and "bytes_scratch" in _KERNEL_FIELDS:
+        kw["bytes_scratch"] = int(bytes_scratch)
     if weights_per_image and "weights_per_image" in _KERNEL_FIELDS:
         kw["weight_reads"], kw["weights_per_image"] = max(1, int(weight_reads)), True
     if "bytes_weights" in _KERNEL_FIELDS:

@@ -46,7 +46,10 @@ Counting semantics
 * **Operands**: each kernel's reads and writes as (storage id, bytes) of its fake tensors
   (views share their base's), so the cache model and, in a plain process, the glibc simulation
   (:mod:`ftmodel.estimate.allocator`) follow the frozen graph's storages; constants (weights)
-  are read before any write, so they are never allocated.
+  are read before any write, so they are never allocated. A prepacked convolution that
+  oneDNN reorders its weights for on every call carries that copy's size
+  (``Kernel.bytes_scratch``, :func:`ftmodel.tracing.variants.prepacked_reorders_weights`), a
+  buffer allocated and freed within the call.
 * **Device time**: prepacked ``prim::mkldnn_convolution`` kernels on TorchScript's own curves
   (``torchscript/conv@mkldnn_convolution``, calibrated through TorchScript; grouped ones that
   oneDNN runs as im2col and GEMMs, variant ``mkldnn_prepacked_gemm``, on a curve of their own

@@ -21,7 +21,8 @@ from ftmodel.frameworks.torchscript_cuda import call_aten_node
 from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
                                                   node_class, special_macs, tensors_in)
 from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
-from ftmodel.tracing.variants import REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant
+from ftmodel.tracing.variants import (REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant,
+                                     prepacked_reorders_weights)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.records import Trace
 
@@ -177,16 +178,19 @@ class _Interp:
             return
         name = node.kind().partition("::")[2]
         ins, outs = tensors_in(args), tensors_in([result])
-        macs = special_macs(name, args, result)
+        macs, scratch = special_macs(name, args, result), 0
         if macs is None:
             macs = macs_of(op, args, result) if op is not None and cls in MAC_CLASSES else 0
         if name == "mkldnn_convolution" and len(ins) >= 2 and ins[0].dim() >= 2:
             # a prepacked oneDNN convolution: (input, weight, bias, stride, padding, dilation,
             # groups)
             groups = args[6] if len(args) > 6 and isinstance(args[6], int) else 1
+            c_in, c_out = int(ins[0].shape[1]), int(ins[1].shape[0])
             variant = prepacked_conv_variant(
-                int(ins[0].shape[1]), int(ins[1].shape[0]), groups, nbytes_of(ins[:1]),
+                c_in, c_out, groups, nbytes_of(ins[:1]),
                 nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
+            if prepacked_reorders_weights(c_in, c_out, groups):
+                scratch = nbytes_of(ins[1:2])
         else:
             variant = variant_of(op, args) if op is not None else ""
             ref = (blocked_eltwise_variant(name, int(ins[0].shape[1]), ins[0].dtype)
@@ -196,15 +200,15 @@ class _Interp:
             elif (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
                     and variant not in _MATH_VARIANTS):
                 variant = BLOCKED_VARIANT
-        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant)
+        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch)
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
-              path: str, members: tuple[str, ...], variant: str) -> None:
+              path: str, members: tuple[str, ...], variant: str, scratch: int = 0) -> None:
         dtype = str((outs or ins)[0].dtype).split(".")[-1] if (outs or ins) else "float32"
         self.kernels.append(make_kernel(
             cls, macs, nbytes_of(ins), nbytes_of(outs), path, members, dtype, variant,
             nbytes_of(t for t in ins if id(t) in self.weights), self.storages.operands(ins),
-            self.storages.operands(outs)))
+            self.storages.operands(outs), bytes_scratch=scratch))
 
     def _recorded(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
         """A composite node counted as the kernels it dispatches (``Kernel.inner`` for those

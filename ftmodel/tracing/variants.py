@@ -30,7 +30,8 @@ __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS"
            "PREPACKED_VARIANTS", "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
            "backend_threads", "blocked_eltwise_variant", "channel_variant",
            "channels_last_conv_variant", "conv_variant", "directions_of", "grouped_runs_gemm",
-           "narrow_gemm", "planes_of", "prepacked_conv_variant", "recurrent_share",
+           "narrow_gemm", "planes_of", "prepacked_conv_variant", "prepacked_reorders_weights",
+           "recurrent_share",
            "rnn_recurrent_share", "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
 
 
@@ -167,6 +168,34 @@ def grouped_runs_gemm(c_in: int, c_out: int, groups: int) -> bool:
     if per_in == 1 and per_out == 1:
         return False
     return bool(per_in % multiple or per_out % multiple)
+
+
+# channels per group up to which oneDNN's direct grouped kernels take a frozen TorchScript
+# graph's prepacked weights as they are (prepacked_reorders_weights; logged on an AMD EPYC: 4-16
+# channels per group with AVX-512, none with ONEDNN_MAX_CPU_ISA=AVX2 and ATEN_CPU_CAPABILITY=avx2)
+_GROUPED_KEEPS_PREPACKED = {"AVX512": 16, "AVX512_BF16": 16, "AMX": 16}
+
+
+def prepacked_reorders_weights(c_in: int, c_out: int, groups: int) -> bool:
+    """Whether a frozen TorchScript graph's prepacked oneDNN convolution (``prim::mkldnn_
+    convolution``) copies its weights into a fresh buffer of their size on every call.
+    Freezing reorders a convolution's weights once (``ConvertFrozenOpsToMKLDNN``,
+    ``torch/csrc/jit/passes/frozen_ops_to_mkldnn.cpp``: ``mkldnn_reorder_conv2d_weight`` with
+    the convolution's padding, stride, dilation and groups, not its input's size); the primitive
+    each call creates for its input may want another layout, and oneDNN then reorders them into
+    a temporary buffer for the call. oneDNN's verbose log of one call shows it (a 64 -> 64 3x3
+    one, AVX-512: weights frozen as ``Acdb64a``, reordered to ``ABcd16b16a`` on every call):
+    for every dense and depthwise convolution and grouped one run as GEMMs, but not for grouped
+    ones whose groups hold 4 to 16 channels with AVX-512, frozen in the layout their direct
+    kernel takes. With AVX2 all of them reorder. An ``LD_PRELOAD`` malloc logger sees the
+    buffers (Wide-ResNet-50-2 at 64 px, batch 1: 33 of 1 MiB or more, 248 MiB in all)."""
+    if groups <= 1 or c_in <= 0 or c_out <= 0 or c_in % groups or c_out % groups:
+        return True
+    per_in, per_out = c_in // groups, c_out // groups
+    if (per_in == 1 and per_out == 1) or grouped_runs_gemm(c_in, c_out, groups):
+        return True
+    keeps = _GROUPED_KEEPS_PREPACKED.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    return max(per_in, per_out) > keeps
 
 
 def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> str:

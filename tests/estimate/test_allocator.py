@@ -105,6 +105,22 @@ def test_onednn_convolution_maps_its_reordered_weights_afresh_every_call() -> No
     assert page_faults([head, slow, tail])[1] < w // 4096
 
 
+def test_a_kernels_own_scratch_buffer_lives_for_its_call() -> None:
+    # a prepacked convolution copying 40 MiB of weights each call (Kernel.bytes_scratch): the
+    # copy is allocated with its output and freed after it, mapped afresh every call; its
+    # variant allocates nothing else
+    w = 40 * MIB
+    conv = Kernel("conv", 1, w + MIB, MIB, "m", ("prim::mkldnn_convolution",),
+                  variant="mkldnn_prepacked_weights", bytes_weights=w,
+                  reads=((WEIGHTS, w), (0, MIB)), writes=((1, MIB),), bytes_scratch=w)
+    head = _kernel(((WEIGHTS, 4096),), ((0, MIB),))
+    tail = _kernel(((1, MIB),), ((2, 4096),))
+    got = [(a.size_bytes, a.start, a.end) for a in allocations([head, conv, tail])]
+    assert sorted(got) == [(4096, 2, 2), (MIB, 0, 1), (MIB, 1, 2), (w, 1, 1)]
+    assert page_faults([head, conv, tail])[1] >= w // PAGE
+    assert page_faults([head, replace(conv, bytes_scratch=0), tail])[1] < w // PAGE
+
+
 def test_mapped_faults_count_only_chunks_above_the_mmap_ceiling() -> None:
     # a 64 MiB buffer is mapped afresh each call (all its pages fault), a 16 MiB one may come
     # from the heap: only the first counts; the full simulation faults both in the first pass

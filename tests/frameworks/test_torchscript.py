@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import platform
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -19,7 +22,7 @@ from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import HardwareProfile, OpClassData
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import (PREPACKED_VARIANTS, REF_ELTWISE, blocked_eltwise_variant,
-                                      grouped_runs_gemm)
+                                      grouped_runs_gemm, prepacked_reorders_weights)
 
 IN, HID, OUT = 16, 32, 8
 
@@ -156,6 +159,88 @@ def test_a_grouped_convolution_onednn_runs_as_gemms_takes_its_own_variant() -> N
     prog = _build(model, torch.randn(1, 48, 8, 8), 2).program
     convs = [k.variant for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
     assert convs == ["mkldnn_prepacked", "mkldnn_prepacked_gemm"]
+
+
+def test_prepacked_convolutions_carry_their_per_call_weight_copy() -> None:
+    """A dense and a depthwise prepacked convolution copy their weights on every call
+    (``Kernel.bytes_scratch``: the weight tensor's bytes, bias apart); a grouped one whose
+    groups the direct kernels take as prepacked copies nothing; other kernels nothing."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(64, 64, 3, padding=1, groups=64),
+                          nn.Conv2d(64, 64, 3, padding=1, groups=8)).eval()
+    prog = _build(model, torch.randn(1, 32, 8, 8), 2).program
+    convs = [k for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
+    assert [k.bytes_scratch for k in convs[:2]] == [4 * 64 * 32 * 9, 4 * 64 * 9]
+    assert convs[2].bytes_scratch == (4 * 64 * 8 * 9 if prepacked_reorders_weights(64, 64, 8)
+                                      else 0)
+    assert all(k.bytes_scratch == 0 for k in prog.kernels if k not in convs)
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
+                    reason="oneDNN's grouped kernels are known for AVX-512 and AVX2 CPUs")
+def test_which_prepacked_convolutions_reorder_their_weights_every_call(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """oneDNN's verbose log of one call of a frozen graph shows a reorder of the convolution's
+    weights (their dims: out x in x kh x kw, or groups x out x in x kh x kw) exactly where
+    ``prepacked_reorders_weights`` says it copies them: dense, depthwise and GEMM-run grouped
+    convolutions, and grouped ones depending on their channels per group."""
+    cases = [(64, 64, 1), (64, 64, 64), (256, 256, 32), (256, 256, 8), (384, 384, 192),
+             (768, 768, 48), (768, 768, 32), (96, 96, 8)]
+    for c_in, c_out, groups in cases:
+        model = nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, groups=groups)).eval()
+        x = torch.randn(1, c_in, 8, 8)
+        run = ts.runner(model, (x,), 1)
+        with torch.no_grad():
+            run()
+            capfd.readouterr()
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                run()
+        lines = capfd.readouterr().out.splitlines()
+        if not any(",exec,cpu,convolution," in line for line in lines):
+            pytest.skip("this build's oneDNN does not log its primitives")
+        per_in, per_out = c_in // groups, c_out // groups
+        dims = (f"{c_out}x{c_in}x3x3" if groups == 1
+                else f"{groups}x{per_out}x{per_in}x3x3")
+        reordered = any(",exec,cpu,reorder," in line and f",{dims}," in line for line in lines)
+        assert prepacked_reorders_weights(c_in, c_out, groups) == reordered, (
+            c_in, c_out, groups, [line for line in lines if ",reorder," in line])
+
+
+_WEIGHT_COPY = """
+import resource, statistics, sys, torch
+from torch import nn
+from ftmodel.estimate.allocator import page_faults, process_start
+from ftmodel.frameworks import torchscript as ts
+import ftmodel
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Conv2d(1024, 1024, 3, padding=1, bias=False)).eval()
+x = torch.randn(1, 1024, 2, 2)
+program = ts.build(model, x, 1, ftmodel.trace(model, x, 1)).program
+predicted = page_faults(program.kernels, process_start(1 << 20)).sum()
+run = ts.runner(model, (x,), 1)
+faults = []
+with torch.no_grad():
+    for _ in range(7):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        run()
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(int(predicted), int(statistics.median(faults[2:])), sep="|")
+"""
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc simulated")
+def test_a_weight_copy_above_the_mmap_ceiling_is_faulted_in_every_call() -> None:
+    """A prepacked 1024 -> 1024 3x3 convolution (36 MiB of weights, above glibc's 32 MiB
+    ceiling on the mmap threshold) maps its weight copy afresh on every call in a plain process:
+    the simulation predicts its 9,216 pages each call, as the process's minor faults show."""
+    out = subprocess.run([sys.executable, "-c", _WEIGHT_COPY], capture_output=True, text=True,
+                         check=True).stdout.strip().split("|")
+    predicted, measured = int(out[0]), int(out[1])
+    pages = 1024 * 1024 * 9 * 4 // 4096
+    assert pages <= predicted < 1.1 * pages
+    assert measured >= 0.9 * pages
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
