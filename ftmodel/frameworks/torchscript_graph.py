@@ -71,7 +71,7 @@ MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
 # prepacked convolution's per-call weight copy above it would be mapped afresh on every call
 # from the empty heap the glibc simulation starts from; but freezing grows the main heap by the
 # graph's weights and frees intermediate copies inside it, and Wide-ResNet-50-2's 36 MiB copies
-# came from that free space in 6 of 8 plain processes (malloc-logged and corpus runs, AMD
+# came from that free space in 7 of 10 plain processes (malloc-logged and corpus runs, AMD
 # EPYC), mapped afresh in the others. Such copies are left out of Kernel.bytes_scratch
 _MMAP_CEILING_BYTES = 32 << 20
 
