@@ -75,6 +75,7 @@ MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
 # EPYC), mapped afresh in the others. Such copies are left out of Kernel.bytes_scratch
 _MMAP_CEILING_BYTES = 32 << 20
 
+
 @dataclass
 class _Interp:
     """Runs a TorchScript graph node by node on fake tensors and records the kernels."""

@@ -31,8 +31,8 @@ __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS"
            "backend_threads", "blocked_eltwise_variant", "channel_variant",
            "channels_last_conv_variant", "conv_variant", "directions_of", "grouped_runs_gemm",
            "narrow_gemm", "planes_of", "prepacked_conv_variant", "prepacked_reorders_weights",
-           "recurrent_share",
-           "rnn_recurrent_share", "rnn_steps", "rnn_variant", "selection_threads", "steps_of"]
+           "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
+           "selection_threads", "steps_of"]
 
 
 def _numel(shape: Sequence[int]) -> int:
