@@ -22,11 +22,11 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import keep_heap, measure_interleaved  # noqa: E402
-from ftmodel.speed import SpeedMeter, nominal_reference_s, speed_normalised  # noqa: E402
+from ftmodel.measure import measure_interleaved  # noqa: E402
+from ftmodel.speed import speed_normalised  # noqa: E402
+from op_probe import probe_setup  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kind", choices=("depthwise", "pointwise"), default="depthwise")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_heap()
-    profile = load_profile(args.profile)
-    nominal_s = nominal_reference_s(profile.provenance)
-    meter = SpeedMeter(nominal_s=nominal_s) if nominal_s is not None else None
-    predictor = Predictor("eager", profile, heap="kept")
+    predictor, meter = probe_setup(args.profile, args.threads)
     fns, predicted = {}, {}
     for c in (int(x) for x in args.channels.split(",")):
         conv = (nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False) if args.kind == "depthwise"

@@ -24,11 +24,11 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ftmodel.api import Predictor  # noqa: E402
-from ftmodel.hardware.registry import load_profile  # noqa: E402
-from ftmodel.measure import keep_heap, measure_interleaved  # noqa: E402
-from ftmodel.speed import SpeedMeter, nominal_reference_s, speed_normalised  # noqa: E402
+from ftmodel.measure import measure_interleaved  # noqa: E402
+from ftmodel.speed import speed_normalised  # noqa: E402
+from op_probe import probe_setup  # noqa: E402
 
 WINDOWS = ((2, 2), (3, 2), (3, 1), (5, 1))  # (kernel, stride)
 
@@ -46,12 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", type=int, default=28)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_heap()
-    profile = load_profile(args.profile)
-    nominal_s = nominal_reference_s(profile.provenance)
-    meter = SpeedMeter(nominal_s=nominal_s) if nominal_s is not None else None
-    predictor = Predictor("eager", profile, heap="kept")
+    predictor, meter = probe_setup(args.profile, args.threads)
     x = torch.randn(1, args.channels, args.hw, args.hw)
     fns: dict[tuple[str, int, int], Callable[[], object]] = {}
     predicted: dict[tuple[str, int, int], float] = {}
