@@ -12,7 +12,7 @@ from torch import nn
 
 from ftmodel.estimate.curves import STEP_CURVES, step_work
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import steps_of
+from ftmodel.tracing.rnn_variants import steps_of
 
 __all__ = ["OpSample", "random_tensor"]
 

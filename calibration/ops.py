@@ -25,9 +25,8 @@ from ftmodel.errors import InvalidArgumentError
 from ftmodel.estimate.curves import GRU_STEP_CURVE, LSTM_STEP_CURVE
 
 __all__ = ["OpSample", "op_samples", "named_sweeps", "ort_samples", "OP_SWEEP_CLASSES",
-           "ORT_ONLY_CURVES",
-           "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID", "LSTM_STEPS",
-           "LSTM_SHORT_STEPS"]
+           "ORT_ONLY_CURVES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID",
+           "LSTM_STEPS", "LSTM_SHORT_STEPS"]
 
 
 class _Fn(nn.Module):

@@ -24,7 +24,7 @@ from ftmodel.hardware.profile import OpClassData
 from ftmodel.estimate.curves import PER_CALL
 from ftmodel.estimate.kernels import op_name
 from ftmodel.program import Program
-from ftmodel.tracing.variants import steps_of
+from ftmodel.tracing.rnn_variants import steps_of
 from ftmodel.measure import (Measurement, captured_repeats, measure_cold_interleaved,
                              measure_interleaved)
 from ftmodel.speed import gemm_share

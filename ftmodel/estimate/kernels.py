@@ -80,8 +80,8 @@ from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
-from ftmodel.tracing.variants import (GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE, directions_of,
-                                      steps_of)
+from ftmodel.tracing.rnn_variants import directions_of, steps_of
+from ftmodel.tracing.variants import GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
            "wave_factor"]

@@ -31,7 +31,7 @@ Counting semantics
   each priced on ONNX Runtime's curve of that path where the profile has one; transcendental
   ops ``math``; layer norms ``layer``, the fused residual ones ``skip``
   (:data:`~ftmodel.frameworks.onnx_ops.NORM_VARIANTS`); LSTM/GRU/RNN their steps
-  (:func:`~ftmodel.tracing.variants.rnn_variant`: time steps × directions, which ORT runs one
+  (:func:`~ftmodel.tracing.rnn_variants.rnn_variant`: time steps × directions, which ORT runs one
   after the other, each step reading one direction's weights); ``Transpose`` the code path ONNX
   Runtime runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D
   transposes, or element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's
@@ -65,7 +65,7 @@ from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
                                       rnn_macs)
 from ftmodel.frameworks.ort_transpose import transpose_variant
-from ftmodel.tracing.variants import recurrent_share, rnn_variant
+from ftmodel.tracing.rnn_variants import recurrent_share, rnn_variant
 
 __all__ = ["NCHWC_PATH", "NCHW_PATH", "SKIP_OPS", "VIEW_OPS", "classify_node", "conv_path",
            "lower_onnx", "op_class_of"]

@@ -22,7 +22,7 @@ the same conventions as ``torch.utils.flop_counter`` (which counts 2 × these nu
   biases are not MACs.
 
 The shape-level formulas (:func:`conv_macs`, :func:`matmul_macs`, :func:`attention_macs`,
-:func:`einsum_macs`, :func:`rnn_macs`; and :func:`ftmodel.tracing.variants.recurrent_share`) are
+:func:`einsum_macs`, :func:`rnn_macs`; and :func:`ftmodel.tracing.rnn_variants.recurrent_share`) are
 the one definition of these counts: the aten registry below applies them to an op's arguments,
 and the ONNX and TorchScript graph walks (:mod:`ftmodel.frameworks.onnx_graph`,
 :mod:`ftmodel.frameworks.torchscript_graph`) to their nodes' shapes.
@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from ftmodel.tracing.variants import (RNN_OPS, conv_variant, rnn_recurrent_share, rnn_steps,
-                                      rnn_variant)
+from ftmodel.tracing.rnn_variants import RNN_OPS, rnn_recurrent_share, rnn_steps, rnn_variant
+from ftmodel.tracing.variants import conv_variant
 
 __all__ = ["OP_CLASSES", "MAC_CLASSES", "classify", "macs_of", "variant_of", "NO_KERNEL_OPS",
            "static_traits", "attention_macs", "conv_macs", "einsum_macs", "matmul_macs", "rnn_macs"]

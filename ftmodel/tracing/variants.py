@@ -7,8 +7,7 @@
   group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, also whether
   they read more weights than input (:func:`prepacked_conv_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
   channels-last tensors (:func:`channels_last_conv_variant`).
-* Fused recurrent layers: ``steps=<n>,rec=<share>``, their sequential steps and the share of
-  their work that runs step by step (:func:`rnn_variant`, read back by :func:`steps_of`).
+* Fused recurrent layers: in :mod:`ftmodel.tracing.rnn_variants`.
 * Batch norm: the (image, channel) planes it loops over one by one (:func:`planes_of`), read by
   the lowerings into ``Kernel.planes``.
 
@@ -27,12 +26,10 @@ from typing import Any
 import torch
 
 __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
-           "PREPACKED_VARIANTS", "REF_ELTWISE", "RNN_OPS", "WEIGHT_BOUND",
-           "backend_threads", "blocked_eltwise_variant", "channel_variant",
-           "channels_last_conv_variant", "conv_variant", "directions_of", "grouped_runs_gemm",
-           "narrow_gemm", "planes_of", "prepacked_conv_variant", "prepacked_reorders_weights",
-           "recurrent_share", "rnn_recurrent_share", "rnn_steps", "rnn_variant",
-           "selection_threads", "steps_of"]
+           "PREPACKED_VARIANTS", "REF_ELTWISE", "WEIGHT_BOUND", "backend_threads",
+           "blocked_eltwise_variant", "channel_variant", "channels_last_conv_variant",
+           "conv_variant", "grouped_runs_gemm", "narrow_gemm", "planes_of",
+           "prepacked_conv_variant", "prepacked_reorders_weights", "selection_threads"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -124,9 +121,16 @@ PREPACKED_VARIANTS = frozenset(
 
 
 @functools.lru_cache(maxsize=None)
+def _capability() -> str:
+    """The CPU capability ATen dispatches to here ("AVX512", "AVX2", ...), the key of the
+    per-capability tables above."""
+    return str(torch.backends.cpu.get_cpu_capability()).upper()
+
+
+@functools.lru_cache(maxsize=None)
 def _channel_block(dtype: Any) -> int:
     """Channels per oneDNN block for ``dtype`` on this CPU (0: unknown, no block)."""
-    vector = _VECTOR_BYTES.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    vector = _VECTOR_BYTES.get(_capability(), 0)
     size = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
     return vector // size if vector and size else 0
 
@@ -146,10 +150,9 @@ def _conv_channels(args: Sequence[Any]) -> tuple[int, int]:
     return int(x[1]), int(w[1] * groups if transposed else w[0])
 
 
-@functools.lru_cache(maxsize=None)
 def _grouped_multiple() -> int:
     """Channels per group oneDNN's direct grouped kernels take on this CPU (0: unknown)."""
-    return _GROUPED_MULTIPLE.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    return _GROUPED_MULTIPLE.get(_capability(), 0)
 
 
 def grouped_runs_gemm(c_in: int, c_out: int, groups: int) -> bool:
@@ -194,7 +197,7 @@ def prepacked_reorders_weights(c_in: int, c_out: int, groups: int) -> bool:
     per_in, per_out = c_in // groups, c_out // groups
     if (per_in == 1 and per_out == 1) or grouped_runs_gemm(c_in, c_out, groups):
         return True
-    keeps = _GROUPED_KEEPS_PREPACKED.get(str(torch.backends.cpu.get_cpu_capability()).upper(), 0)
+    keeps = _GROUPED_KEEPS_PREPACKED.get(_capability(), 0)
     return max(per_in, per_out) > keeps
 
 
@@ -316,90 +319,6 @@ def channels_last_conv_variant(args: Sequence[Any]) -> str:
     cl = [x.contiguous(memory_format=last), w.contiguous(memory_format=last), *args[2:]]
     # never narrow: channels-last maps run the im2col GEMM the other way round (narrow_gemm)
     return conv_variant(cl).replace(NARROW_GEMM, "") + NHWC
-
-
-# recurrent ops: where their batch_first flag sits (-1: the input is always time-major, as
-# mkldnn_rnn_layer's is whatever its flag says), and whether one op runs all layers
-_RNN_BATCH_FIRST = {"mkldnn_rnn_layer": (-1, False), "_cudnn_rnn": (10, True),
-                    "miopen_rnn": (10, True), "lstm": (8, True), "gru": (8, True),
-                    "rnn_tanh": (8, True), "rnn_relu": (8, True)}
-RNN_OPS = frozenset(_RNN_BATCH_FIRST)
-
-
-def rnn_steps(name: str, args: Sequence[Any]) -> int:
-    """The sequential steps of a fused recurrent op: its time steps, times its layers when one
-    op runs them all (each step depends on the previous one; 0 if the arguments say nothing)."""
-    at, all_layers = _RNN_BATCH_FIRST[name]
-    x = _shape_of(args[0]) if args else ()
-    if len(x) < 2:
-        return 0
-    batch_first = at >= 0 and len(args) > at and isinstance(args[at], bool) and bool(args[at])
-    steps = x[1] if batch_first and len(x) == 3 else x[0]
-    if all_layers:  # lstm/gru(input, hx, params, has_biases, num_layers, ...)
-        idx = 9 if name in ("_cudnn_rnn", "miopen_rnn") else 4
-        layers = args[idx] if len(args) > idx and isinstance(args[idx], int) else 1
-        steps *= max(1, layers)
-    return int(steps)
-
-
-def rnn_variant(steps: int, recurrent_share: float, directions: int = 1) -> str:
-    """The variant of a fused recurrent kernel (``steps=<n>,rec=<share>``, read back by
-    :func:`steps_of`; ``,dirs=<d>`` where one kernel runs ``directions`` directions one after
-    the other, its steps counting all of them: :func:`directions_of`); "" for a single
-    step."""
-    if steps <= 1:
-        return ""
-    return f"steps={steps},rec={recurrent_share:.4f}" + (f",dirs={directions}"
-                                                         if directions > 1 else "")
-
-
-def _rnn_fields(variant: str) -> dict[str, str]:
-    """The ``name=value`` fields of a fused recurrent kernel's variant (:func:`rnn_variant`);
-    empty for any other variant."""
-    if not variant.startswith("steps="):
-        return {}
-    return dict(f.split("=", 1) for f in variant.split(",") if "=" in f)
-
-
-def directions_of(variant: str) -> int:
-    """The directions a fused recurrent kernel runs one after the other (``dirs=<d>`` in its
-    variant, :func:`rnn_variant`): each of its steps reads one direction's weights; else 1."""
-    try:
-        return max(1, int(_rnn_fields(variant).get("dirs", 1)))
-    except ValueError:
-        return 1
-
-
-def steps_of(variant: str) -> tuple[int, float]:
-    """(sequential steps, share of the work that runs step by step) that a kernel's variant
-    declares (``steps=<n>,rec=<share>``), else (1, 0.0)."""
-    fields = _rnn_fields(variant)
-    try:
-        return max(1, int(fields["steps"])), min(1.0, max(0.0, float(fields.get("rec", 1.0))))
-    except (KeyError, ValueError):
-        return 1, 0.0
-
-
-def recurrent_share(input_weights: int, hidden_weights: int) -> float:
-    """The share of a recurrent layer's MACs in its hidden-to-hidden weights (W_hh: they run
-    step by step), from the element counts of its input (W_ih) and hidden weights."""
-    total = input_weights + hidden_weights
-    return hidden_weights / total if total else 1.0
-
-
-def rnn_recurrent_share(name: str, args: Sequence[Any]) -> float:
-    """The share of a fused recurrent op's MACs in its hidden-to-hidden weights (W_hh), which
-    run step by step; the rest (W_ih) is one projection of all tokens at once."""
-    if name == "mkldnn_rnn_layer":
-        mats = [a for a in args[1:3] if isinstance(a, torch.Tensor)]
-    else:  # per layer and direction: W_ih, W_hh, then biases (1-D)
-        ws = args[1] if name in ("_cudnn_rnn", "miopen_rnn") else (args[2] if len(args) > 2
-                                                                    else ())
-        mats = [w for w in ws if isinstance(w, torch.Tensor) and w.dim() == 2] \
-            if isinstance(ws, (list, tuple)) else []
-    total = sum(_numel(_shape_of(w)) for w in mats)
-    rec = sum(_numel(_shape_of(w)) for w in mats[1::2])
-    return recurrent_share(total - rec, rec)
 
 
 # ops that loop over their input's (image, channel) planes one by one, each plane a short

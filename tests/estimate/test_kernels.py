@@ -637,7 +637,7 @@ def test_lstm_variant_declares_its_steps_and_recurrent_share() -> None:
     from torch import nn
 
     from ftmodel.tracing.dispatch import trace
-    from ftmodel.tracing.variants import steps_of
+    from ftmodel.tracing.rnn_variants import steps_of
 
     t, b, i, h = 9, 2, 12, 20
     tr = trace(nn.LSTM(i, h, batch_first=True), torch.randn(b, t, i))  # (B, T, I)

@@ -279,7 +279,7 @@ def test_recurrent_layers_count_their_macs_as_eager_does(cls: type[nn.Module]) -
     # one ONNX LSTM/GRU node per layer: tokens × (W + R) elements, as the traced fused layers
     assert prog.macs == ftmodel.trace(rnn, x, 3).total_macs > 0
     # each node runs its two directions one after the other: 2 × 7 sequential steps
-    from ftmodel.tracing.variants import directions_of, steps_of
+    from ftmodel.tracing.rnn_variants import directions_of, steps_of
 
     nodes = [k for k in prog.kernels if k.members and k.members[0].split("::")[-1] in
              ("LSTM", "GRU")]
