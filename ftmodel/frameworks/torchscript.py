@@ -49,8 +49,9 @@ Counting semantics
   are read before any write, so they are never allocated. A prepacked convolution that
   oneDNN reorders its weights for on every call carries that copy's size
   (``Kernel.bytes_scratch``, :func:`ftmodel.tracing.variants.prepacked_reorders_weights`), a
-  buffer allocated and freed within the call; not a copy above glibc's 32 MiB mmap ceiling,
-  which the free space freezing leaves in the heap serves in most processes.
+  buffer allocated and freed within the call (the glibc simulation leaves out a copy above
+  glibc's 32 MiB mmap ceiling, which the free space freezing leaves in the heap serves in most
+  processes).
 * **Device time**: prepacked ``prim::mkldnn_convolution`` kernels on TorchScript's own curves
   (``torchscript/conv@mkldnn_convolution``, calibrated through TorchScript; grouped ones that
   oneDNN runs as im2col and GEMMs, variant ``mkldnn_prepacked_gemm``, on a curve of their own

@@ -67,15 +67,6 @@ MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "einsum", "scaled_dot_product_attention", "_native_multi_head_attention"))})
 
-# glibc's ceiling on its dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit). A
-# prepacked convolution's per-call weight copy above it would be mapped afresh on every call
-# from the empty heap the glibc simulation starts from; but freezing grows the main heap by the
-# graph's weights and frees intermediate copies inside it, and Wide-ResNet-50-2's 36 MiB copies
-# came from that free space in 7 of 10 plain processes (malloc-logged and corpus runs, AMD
-# EPYC), mapped afresh in the others. Such copies are left out of Kernel.bytes_scratch
-_MMAP_CEILING_BYTES = 32 << 20
-
-
 @dataclass
 class _Interp:
     """Runs a TorchScript graph node by node on fake tensors and records the kernels."""
@@ -199,7 +190,6 @@ class _Interp:
                 nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
             if prepacked_reorders_weights(c_in, c_out, groups):
                 scratch = nbytes_of(ins[1:2])
-                scratch = scratch if scratch <= _MMAP_CEILING_BYTES else 0
         else:
             variant = variant_of(op, args) if op is not None else ""
             ref = (blocked_eltwise_variant(name, int(ins[0].shape[1]), ins[0].dtype)
