@@ -3,7 +3,7 @@
     python benchmarks/pool_windows.py --profile benchmarks/results/cpu-epyc/cpu-profile-100.json
 
 Times single 2-d max and average pools (2x2 stride 2, 3x3 stride 2, 3x3 stride 1, 5x5 stride
-1, padded to keep a stride-1 pool's map) on one ``1 x C x H x W`` input at batch 1, in
+1, padded to keep a stride-1 pool's map) on one ``N x C x H x W`` input (batch 1 by default), in
 interleaved rounds, every round scaled to the profile's nominal machine speed
 (``ftmodel.speed``, as calibration measures), beside the profile's eager prediction of each.
 Per pool: its time per input byte (the axis its curve is priced on) and per window read
@@ -44,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True, help="a calibrated CPU profile")
     ap.add_argument("--channels", type=int, default=192)
     ap.add_argument("--hw", type=int, default=28)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     predictor, meter = probe_setup(args.profile, args.threads)
-    x = torch.randn(1, args.channels, args.hw, args.hw)
+    x = torch.randn(args.batch, args.channels, args.hw, args.hw)
     fns: dict[tuple[str, int, int], Callable[[], object]] = {}
     predicted: dict[tuple[str, int, int], float] = {}
     reads: dict[tuple[str, int, int], int] = {}
@@ -55,13 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         for k, s in WINDOWS:
             pool = _pool(kind, k, s)
             fns[(kind, k, s)] = functools.partial(pool, x)
-            predicted[(kind, k, s)] = predictor.predict(pool, [1], x)[0].latency_s
+            predicted[(kind, k, s)] = predictor.predict(pool, [args.batch], x)[0].latency_s
             with torch.no_grad():
                 reads[(kind, k, s)] = pool(x).numel() * k * k
     with torch.no_grad(), speed_normalised(meter):
         measured = measure_interleaved(fns, rounds=5, round_s=0.03)
     in_bytes = x.numel() * x.element_size()
-    print(f"2-d pools, batch 1, {args.channels} x {args.hw} x {args.hw} fp32, {args.threads} "
+    print(f"2-d pools, batch {args.batch}, {args.channels} x {args.hw} x {args.hw} fp32, {args.threads} "
           "threads; " + ("at the profile's speed" if meter else "as measured (profile has no "
                                                                  "speed)"))
     print("| pool | window / stride | measured µs | predicted µs | predicted / measured "

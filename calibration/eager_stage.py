@@ -9,7 +9,8 @@ In order (:mod:`ftmodel.calibration.suite` says why each is done as it is):
    in a child process), and the cache probe (:mod:`ftmodel.calibration.cache`);
 3. the op sweeps (:mod:`ftmodel.calibration.sweep_stage`), ``passes`` times over every class in
    turn, each sample keeping its median, then batch norm's per-plane cost
-   (:mod:`ftmodel.calibration.planes`);
+   (:mod:`ftmodel.calibration.planes`) and pools' per-window curves
+   (:mod:`ftmodel.calibration.windows`);
 4. the in-model stage: on a CPU the synthetic networks measured at the end of every pass
    (:mod:`ftmodel.calibration.in_model_cpu`), on a GPU once (:mod:`ftmodel.calibration.in_model_gpu`).
 """
@@ -32,12 +33,14 @@ from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_stage
 from ftmodel.calibration.sweep_stage import (ClassTimes, class_curves, derived_curves,
                                              grouped_curves, measure_class, measure_group)
+from ftmodel.calibration.windows import WINDOWS_SWEEP, window_stage
 from ftmodel.estimate.timeline import host_costs_s
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import FrameworkHost, OpClassData
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["eager_stage", "mmap_threshold_stage", "page_fault_stage", "time_host_programs"]
+__all__ = ["eager_stage", "mmap_threshold_stage", "page_fault_stage", "pool_window_stage",
+           "time_host_programs"]
 
 
 def _events(module: nn.Module, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -71,6 +74,16 @@ def mmap_threshold_stage(run: CalibrationRun) -> None:
         run.host = replace(run.host, mmap_threshold_bytes=int(probe["mmap_threshold_bytes"]))
 
 
+def pool_window_stage(run: CalibrationRun, samples: list[OpSample]) -> None:
+    """Put pools' per-window curves (:mod:`ftmodel.calibration.windows`; ``samples``: its
+    :func:`~ftmodel.calibration.windows.window_samples`) into the run's device half."""
+    curves, run.raw[WINDOWS_SWEEP] = window_stage(samples, run.device, run.rounds, run.round_s,
+                                                  run.flush)
+    run.classes.update(curves)
+    run.bar.step("pool windows", len(samples))
+    run.write()
+
+
 def _sweep_pass(run: CalibrationRun, sweeps: dict[str, list[OpSample]],
                 times: dict[str, list[ClassTimes]], fh: FrameworkHost, n_pass: int) -> None:
     """One timing of every op class's samples; each class's curves from all its passes so far."""
@@ -91,7 +104,8 @@ def _sweep_pass(run: CalibrationRun, sweeps: dict[str, list[OpSample]],
 
 
 def eager_stage(run: CalibrationRun, programs: list[HostProgram],
-                sweeps: dict[str, list[OpSample]], planes: list[OpSample]) -> None:
+                sweeps: dict[str, list[OpSample]], planes: list[OpSample],
+                windows: list[OpSample] | None = None) -> None:
     """Measure the eager host part and the device half into ``run`` (module docstring)."""
     host_counts = [_events(p.module, p.inputs) for p in programs]
     host_passes = [time_host_programs(programs, run.device, run.rounds, run.round_s)]
@@ -130,6 +144,8 @@ def eager_stage(run: CalibrationRun, programs: list[HostProgram],
         run.classes.update(per_plane)
         run.bar.step("batch norm planes", len(planes))
         run.write()
+    if windows:  # pools by the bytes their windows read
+        pool_window_stage(run, windows)
     run.probe("op sweeps")
     math = [d for c, d in run.classes.items() if c.startswith("elementwise@")]
     if math:  # the union curve, for transcendental ops without their own

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ftmodel.estimate.curves import STEP_CURVES, step_work
+from ftmodel.estimate.curves import STEP_CURVES, WINDOWS, step_work
 from ftmodel.program import Kernel
 from ftmodel.tracing.rnn_variants import steps_of
 
@@ -42,10 +42,14 @@ class OpSample:
                   ) -> tuple[tuple[float, float, float, float], float]:
         """(the curve's row for this sample: ``main`` kernel's MACs, bytes read (each re-read
         of its weights counted, ``Kernel.read_traffic_bytes``), bytes written and
-        ``device_s``; the steps they were divided by). On a per-step curve
+        ``device_s``; the steps they were divided by). On a per-window curve
+        (:data:`~ftmodel.estimate.curves.WINDOWS`) the bytes read are those the pool's windows
+        read (``Kernel.bytes_window_reads``). On a per-step curve
         (:data:`~ftmodel.estimate.curves.STEP_CURVES`) the row holds one step's share of the
         layer's work and time, else the whole kernel's (steps 1)."""
         steps = float(steps_of(main.variant)[0]) if self.curve in STEP_CURVES else 1.0
+        read = main.bytes_window_reads if self.curve.endswith(WINDOWS) else \
+            main.read_traffic_bytes
         macs, br, bw = step_work(*(np.array([float(v)]) for v in (
-            main.macs, main.read_traffic_bytes, main.bytes_weights, main.bytes_written, steps)))
+            main.macs, read, main.bytes_weights, main.bytes_written, steps)))
         return (float(macs[0]), float(br[0]), float(bw[0]), device_s / steps), steps

@@ -89,12 +89,14 @@ import torch
 from ftmodel.calibration.allocator import mmap_threshold_stale, page_fault_probe_stale
 from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.dispatch import host_programs
-from ftmodel.calibration.eager_stage import eager_stage, mmap_threshold_stage, page_fault_stage
+from ftmodel.calibration.eager_stage import (eager_stage, mmap_threshold_stage, page_fault_stage,
+                                             pool_window_stage)
 from ftmodel.calibration.framework_ops import framework_curve_steps
 from ftmodel.calibration.framework_stage import framework_stage
 from ftmodel.calibration.in_model_cpu import refit_profile
 from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, op_samples
 from ftmodel.calibration.planes import plane_samples
+from ftmodel.calibration.windows import window_samples, windows_stale
 from ftmodel.calibration.progress import CalibrationProgress
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS
 from ftmodel.calibration.speed_probe import speed_meter_for
@@ -168,11 +170,12 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
             if update else None)
     if (base is not None and all(f == "eager" for f in fws)
             and not (device == "cpu" and (page_fault_probe_stale(base.host, base.provenance)
-                                          or mmap_threshold_stale(base.host)))):
+                                          or mmap_threshold_stale(base.host)
+                                          or windows_stale(base.device)))):
         raise InvalidArgumentError(
             "--update re-measures frameworks other than eager (and an outdated page-fault "
-            "price or heap probe) into an existing profile, and none was named (frameworks: "
-            f"{', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
+            "price, heap probe or pool curves) into an existing profile, and none was named "
+            f"(frameworks: {', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
             "re-measure eager")
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     passes = (1 if quick else DEFAULT_PASSES) if passes is None else passes
@@ -187,9 +190,11 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
     else:
         sweeps = op_samples(quick, CPU_GRID)
     planes = plane_samples(quick) if device == "cpu" and base is None else []
+    windows = window_samples(quick) if device == "cpu" and (
+        base is None or windows_stale(base.device)) else []
     extra = [f for f in fws if f != "eager"]
     total = (0 if base else passes * (len(programs) + sum(len(v) for v in sweeps.values())) + 2
-             + len(planes)) \
+             + len(planes)) + len(windows) \
         + (passes + 1) * len(extra) + framework_curve_steps(extra, device) \
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
         + (device == "cpu" and (base is None
@@ -230,7 +235,9 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         with torch.no_grad(), speed_normalised(run.meter):
             run.probe("start")
             if base is None:  # the eager host part and the shared device half
-                eager_stage(run, programs, sweeps, planes)
+                eager_stage(run, programs, sweeps, planes, windows)
+            elif windows:  # a profile made before pools had per-window curves
+                pool_window_stage(run, windows)
             if device == "cpu" and page_fault_probe_stale(run.host, run.provenance):  # older
                 page_fault_stage(run)
                 run.write()

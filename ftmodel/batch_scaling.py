@@ -30,7 +30,8 @@ def kernel_between_batches(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) ->
                    bytes_weights=lin(k1.bytes_weights, k2.bytes_weights),
                    weight_reads=max(1, lin(k1.weight_reads, k2.weight_reads)),
                    reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes),
-                   planes=lin(k1.planes, k2.planes))
+                   planes=lin(k1.planes, k2.planes),
+                   bytes_window_reads=lin(k1.bytes_window_reads, k2.bytes_window_reads))
 
 
 def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
@@ -48,4 +49,5 @@ def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
     return replace(k, macs=int(k.macs * r), bytes_read=int(k.bytes_weights + act * r),
                    bytes_written=int(k.bytes_written * r), reads=reads,
                    writes=per_batch(k.writes), weight_reads=weight_reads,
-                   planes=int(k.planes * r))
+                   planes=int(k.planes * r),
+                   bytes_window_reads=int(k.bytes_window_reads * r))

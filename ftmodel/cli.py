@@ -206,8 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--update", action="store_true",
                    help="add (or re-measure) the non-eager frameworks named in --frameworks in "
                         "the existing profile at --out, keeping its eager and device parts (a "
-                        "page-fault price from an older probe is measured again, with "
-                        "--frameworks eager alone too)")
+                        "page-fault price from an older probe, and pools' per-window curves "
+                        "where the profile lacks them, are measured, with --frameworks eager "
+                        "alone too)")
     c.add_argument("--passes", type=int, default=None,
                    help="time the op sweeps this many times and keep each sample's median "
                         "(default: 3, 1 with --quick; 1 is enough on a quiet machine)")

@@ -54,6 +54,10 @@ class Kernel:
     # every call: ftmodel.tracing.variants.prepacked_reorders_weights); the same at any batch.
     # Followed by ftmodel.estimate.allocator in a plain process
     bytes_scratch: int = 0
+    # bytes of input a pool's windows read, each window's in full (ftmodel.tracing.windows);
+    # in proportion to batch; 0 = not a pool, or not counted (then priced on its bytes).
+    # Priced by a device profile's per-window curve where it has one (``pool@<op>:windows``)
+    bytes_window_reads: int = 0
 
     @property
     def bytes_total(self) -> int:

@@ -18,7 +18,7 @@ from ftmodel.hardware.profile import OpClassData
 from ftmodel.tracing.formulas import MAC_CLASSES
 
 __all__ = ["GRID_STEP", "GRU_STEP_CURVE", "INTENSITY_WEIGHTS", "INVERSION_CLASSES", "PER_CALL",
-           "PER_PLANE", "LSTM_STEP_CURVE", "STEP_CURVES", "SampleCurve",
+           "PER_PLANE", "LSTM_STEP_CURVE", "STEP_CURVES", "WINDOWS", "SampleCurve",
            "inversions", "step_work", "work"]
 
 _EPS = 1.0
@@ -83,6 +83,11 @@ PER_CALL = ":per_call"
 # beyond its curve when it loops over many small (image, channel) planes, against the planes
 # (held on the bytes-read axis of its samples: ``(0, planes, 0, seconds)``; Kernel.planes)
 PER_PLANE = ":per_plane"
+# A pool's per-window curve (``pool@<op>:windows``): the op's time against the bytes of input its
+# windows read (held on the bytes-read axis of its samples; Kernel.bytes_window_reads,
+# ftmodel.tracing.windows), which prices a pool where its bytes do not: a 5x5 max pool of
+# stride 1 and a 3x3 one of stride 2 read the same bytes and take 4.5 ms and 0.5 ms (AMD EPYC)
+WINDOWS = ":windows"
 
 
 def step_work(macs: np.ndarray, bytes_read: np.ndarray, bytes_weights: np.ndarray,

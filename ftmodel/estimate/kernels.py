@@ -59,7 +59,10 @@ between a real sample and one whose time vanished under its floor (an ONNX Runti
 256 KiB at 0.08 µs) is held to what the device was ever seen to do. Roofline profiles have
 their spec sheet's peaks.
 
-Work is MACs for matrix-like classes and bytes moved for the others. Curves may be keyed by
+Work is MACs for matrix-like classes and bytes moved for the others, except a pool that counts
+the bytes its windows read (``Kernel.bytes_window_reads``): where the profile has its op's
+per-window curve (``pool@<op>:windows``, ``curves.WINDOWS``) it is read there at those bytes
+(its physics floor stays at the bytes it moves). Curves may be keyed by
 ``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
 transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
 kernel uses the most specific curve the profile has (``@op`` → ``math`` → the class). An op class missing
@@ -73,8 +76,9 @@ import numpy as np
 
 from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
-from ftmodel.estimate.curves import (LSTM_STEP_CURVE, PER_CALL, PER_PLANE, STEP_CURVES, SampleCurve,
-                                     step_work)
+from ftmodel.estimate.curves import (LSTM_STEP_CURVE, PER_CALL, PER_PLANE, STEP_CURVES, WINDOWS,
+                                     SampleCurve, step_work)
+from ftmodel.estimate.peaks import FLOOR_SAMPLE_MIN_S, OFF_WORK_AXIS, measured_peaks
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
@@ -94,31 +98,6 @@ FALLBACK_CLASS = {
 }
 # the shared curve whose cold penalty a MAC kernel on a hot-only framework curve borrows
 STREAM_CLASS = "reduction"
-# samples shorter than this are not trusted to set the measured peak rates (timer resolution,
-# floor subtraction): the physics floor comes from well-resolved samples only
-FLOOR_SAMPLE_MIN_S = 10e-6
-
-
-def measured_peaks(device: DeviceProfile) -> tuple[float, float]:
-    """(MACs per second, bytes per second): the fastest rates any calibrated sample resolved
-    (time at least :data:`FLOOR_SAMPLE_MIN_S`) reached — MACs over matrix-like classes, bytes
-    read and written over the others, every framework's curves included but per-call and
-    per-plane curves (``:per_call``, ``:per_plane``, whose axes are not what the call did); 0
-    where none."""
-    peak_macs = peak_bytes = 0.0
-    for name, data in device.op_classes.items():
-        if data.model != "samples" or not data.samples or name.endswith((PER_CALL, PER_PLANE)):
-            continue  # (their axes are a step's work and planes, not what the call did)
-        rows = np.asarray(data.samples, dtype=np.float64)  # (n, 4): macs, read, written, s
-        ok = rows[:, 3] >= FLOOR_SAMPLE_MIN_S
-        if not ok.any():
-            continue
-        base = name.split("/")[-1].split(":")[0].split("@")[0]
-        if base in MAC_CLASSES:
-            peak_macs = max(peak_macs, float((rows[ok, 0] / rows[ok, 3]).max()))
-        else:
-            peak_bytes = max(peak_bytes, float(((rows[ok, 1] + rows[ok, 2]) / rows[ok, 3]).max()))
-    return peak_macs, peak_bytes
 
 
 def op_name(member: str) -> str:
@@ -157,9 +136,9 @@ class DeviceModel:
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
-                # a per-call (per-plane) curve's axis is a step's work (planes), not the
-                # call's: no rate limits it
-                peak = 0.0 if name.endswith((PER_CALL, PER_PLANE)) else (
+                # a per-call (per-plane, per-window) curve's axis is a step's work (planes,
+                # window reads), not the call's: no rate limits it
+                peak = 0.0 if name.endswith(OFF_WORK_AXIS) else (
                     self._peak_macs_per_s if base in MAC_CLASSES else self._peak_bytes_per_s)
                 # a per-step curve's bytes are the weights every step reads (SampleCurve)
                 steps = (name.split("/")[-1].split(":")[0] in STEP_CURVES
@@ -177,8 +156,11 @@ class DeviceModel:
         self._borrows = bool(framework) and bool(self._cold) and any(
             n.startswith(own) and n not in self._cold for n in self._curves)
 
-    def _key(self, op_class: str, variant: str, op: str, own: bool = True) -> str:
-        """The most specific curve: ``@op:variant``, ``@op``, then ``:variant`` (for a grouped
+    def _key(self, op_class: str, variant: str, op: str, own: bool = True,
+             windows: bool = False) -> str:
+        """The most specific curve: for a pool that counts its window reads (``windows``), its
+        op's per-window curve (``@op:windows``, :data:`~ftmodel.estimate.curves.WINDOWS`);
+        ``@op:variant``, ``@op``, then ``:variant`` (for a grouped
         convolution run as GEMMs, ``mkldnn_gemm``, then ``:mkldnn``; for an im2col one with few
         output pixels, ``slow2d_narrow``, then ``:slow2d``; for oneDNN's reference
         pointwise code, ``mkldnn_ref``, then ``:math``), then the class —
@@ -193,7 +175,8 @@ class DeviceModel:
         name = op_name(op) if op else ""
         levels = []
         if name:
-            levels = ([f"{op_class}@{name}:{variant}"] if variant else []) + [f"{op_class}@{name}"]
+            levels = ([f"{op_class}@{name}{WINDOWS}"] if windows else []) + (
+                [f"{op_class}@{name}:{variant}"] if variant else []) + [f"{op_class}@{name}"]
         if steps_of(variant)[0] > 1:  # a fused recurrent layer: its op's per-step curve, else
             # the LSTM's, then the rest
             levels = [c for c in dict.fromkeys((f"{op_class}@{name}", LSTM_STEP_CURVE))
@@ -237,7 +220,10 @@ class DeviceModel:
         n = len(kernels)
         if n == 0:
             return np.zeros(0), np.zeros(0)
-        classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "")
+        # per-window curves time aten's pools on plain tensors, not a variant (oneDNN's on
+        # blocked ones)
+        classes = np.array([self._key(k.op_class, k.variant, k.members[0] if k.members else "",
+                                      windows=k.bytes_window_reads > 0 and not k.variant)
                             for k in kernels])
         dtypes = np.array([self._math_dtype(k.dtype) for k in kernels])
         macs = np.array([k.macs for k in kernels], dtype=np.float64)
@@ -294,19 +280,22 @@ class DeviceModel:
     def _times(self, kernels: Sequence[Kernel], classes: np.ndarray, dtypes: np.ndarray,
                macs: np.ndarray, br: np.ndarray, bw: np.ndarray, warns: list[str]
                ) -> tuple[np.ndarray, np.ndarray]:
-        """(hot, cold) seconds of kernels of these classes doing this work, floored."""
+        """(hot, cold) seconds of kernels of these classes doing this work, floored; a
+        per-window curve is read at the bytes the kernels' windows read."""
         n = len(kernels)
         hot, cold = np.zeros(n), np.zeros(n)
         for cls in np.unique(classes):
             name = self._curve_name(str(cls), warns)
             curve = self._curves[name]
+            x = br if not name.endswith(WINDOWS) else np.array(
+                [k.bytes_window_reads for k in kernels], dtype=np.float64)
             for dt in np.unique(dtypes[classes == cls]):
                 sel = (classes == cls) & (dtypes == dt)
                 if isinstance(curve, Roofline):
-                    hot[sel] = curve(macs[sel], br[sel], bw[sel], str(dt))
+                    hot[sel] = curve(macs[sel], x[sel], bw[sel], str(dt))
                 else:
-                    hot[sel] = curve(macs[sel], br[sel], bw[sel])
-                cold[sel] = (self._cold[name](macs[sel], br[sel], bw[sel]) if name in self._cold
+                    hot[sel] = curve(macs[sel], x[sel], bw[sel])
+                cold[sel] = (self._cold[name](macs[sel], x[sel], bw[sel]) if name in self._cold
                              else hot[sel])
             self._plane_cost(kernels, classes == cls, name, hot, cold)
         stream_mac_penalty(kernels, hot, cold, br, self.cache)

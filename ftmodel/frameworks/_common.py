@@ -240,12 +240,15 @@ def make_kernel(op_class: str, macs: int, bytes_read: int, bytes_written: int,
                 variant: str = "", bytes_weights: int = 0,
                 reads: tuple[tuple[int, int], ...] = (),
                 writes: tuple[tuple[int, int], ...] = (), weight_reads: int = 1,
-                weights_per_image: bool = False, bytes_scratch: int = 0) -> Kernel:
+                weights_per_image: bool = False, bytes_scratch: int = 0,
+                bytes_window_reads: int = 0) -> Kernel:
     """A Kernel; ``bytes_weights``, the operand identities ``reads``/``writes`` ((storage
     id, bytes) pairs), ``weight_reads`` of a kernel that reads its weights once per image
-    (``weights_per_image``) and ``bytes_scratch`` are kept where this version of Kernel has
-    the fields."""
+    (``weights_per_image``), ``bytes_scratch`` and ``bytes_window_reads`` are kept where this
+    version of Kernel has the fields."""
     kw: dict[str, Any] = {}
+    if bytes_window_reads and "bytes_window_reads" in _KERNEL_FIELDS:
+        kw["bytes_window_reads"] = int(bytes_window_reads)
     if bytes_scratch and "bytes_scratch" in _KERNEL_FIELDS:
         kw["bytes_scratch"] = int(bytes_scratch)
     if weights_per_image and "weights_per_image" in _KERNEL_FIELDS:

@@ -21,7 +21,8 @@ def kernel_of(r: OpRecord) -> Kernel:
     """The kernel eager launches for one launching op record."""
     return Kernel(r.op_class, r.macs, r.bytes_read, r.bytes_written, r.module_path, (r.op,),
                   r.dtype, r.variant, r.bytes_weights, r.reads, r.writes, r.inner,
-                  planes=planes_of(r.op, r.input_shapes))
+                  planes=planes_of(r.op, r.input_shapes),
+                  bytes_window_reads=r.bytes_window_reads)
 
 
 def lower(trace: Trace) -> Program:

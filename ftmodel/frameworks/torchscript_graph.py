@@ -24,6 +24,7 @@ from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
 from ftmodel.tracing.variants import (REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant,
                                      prepacked_reorders_weights)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
+from ftmodel.tracing.windows import window_bytes_of
 from ftmodel.tracing.records import Trace
 
 __all__ = ["BLOCKED_VARIANT", "FUSION_GROUPS", "LAYOUT_CURVES", "MAC_KINDS", "NAME",
@@ -62,6 +63,11 @@ _RECORDED = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_r
                        *(f"aten::{c}" for c in ("conv1d", "conv2d", "conv3d", "_convolution",
                                                 "convolution", "conv_transpose1d",
                                                 "conv_transpose2d", "conv_transpose3d"))})
+# and a 2-d max pool on a dense tensor, which ATen runs as max_pool2d_with_indices, writing each
+# output's index beside it (torch.profiler under a frozen graph: aten::max_pool2d, then
+# aten::max_pool2d_with_indices with all its time), as eager does; on a blocked tensor it is
+# oneDNN's pooling, counted as one node
+_DENSE_RECORDED = frozenset({"aten::max_pool2d"})
 MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
@@ -141,7 +147,7 @@ class _Interp:
         if kind in FUSION_GROUPS:
             self._group(node, args, outputs, path)
             return
-        if kind in _RECORDED:
+        if kind in _RECORDED or (kind in _DENSE_RECORDED and not on_blocked):
             self._recorded(node, args, outputs, path)
             return
         try:
@@ -199,15 +205,18 @@ class _Interp:
             elif (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
                     and variant not in _MATH_VARIANTS):
                 variant = BLOCKED_VARIANT
-        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch)
+        window = (window_bytes_of(node.kind(), args, ins[0].shape, outs[0].shape,
+                                  ins[0].element_size()) if cls == "pool" and ins and outs else 0)
+        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch, window)
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
-              path: str, members: tuple[str, ...], variant: str, scratch: int = 0) -> None:
+              path: str, members: tuple[str, ...], variant: str, scratch: int = 0,
+              window: int = 0) -> None:
         dtype = str((outs or ins)[0].dtype).split(".")[-1] if (outs or ins) else "float32"
         self.kernels.append(make_kernel(
             cls, macs, nbytes_of(ins), nbytes_of(outs), path, members, dtype, variant,
             nbytes_of(t for t in ins if id(t) in self.weights), self.storages.operands(ins),
-            self.storages.operands(outs), bytes_scratch=scratch))
+            self.storages.operands(outs), bytes_scratch=scratch, bytes_window_reads=window))
 
     def _recorded(self, node: Any, args: list[Any], outputs: list[Any], path: str) -> None:
         """A composite node counted as the kernels it dispatches (``Kernel.inner`` for those

@@ -328,7 +328,8 @@ def _segment_kernels(seg: SegmentTrace) -> _SegmentKernels:
                     "variant": rest[at["variant"]], "bytes_weights": rest[at["bytes_weights"]],
                     "reads": rest[at["reads"]], "writes": rest[at["writes"]],
                     "inner": rest[at["inner"]],
-                    "planes": planes_of(rest[at["op"]], rest[at["input_shapes"]])})
+                    "planes": planes_of(rest[at["op"]], rest[at["input_shapes"]]),
+                    "bytes_window_reads": rest[at["bytes_window_reads"]]})
     events = list(kernel_events(_kernels_of(out, None)).elements())
     return _SegmentKernels(tuple(out), events, n_view, n_alloc)
 

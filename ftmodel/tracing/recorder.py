@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_flatten
 from ftmodel.tracing.formulas import (MAC_CLASSES, classify, macs_of, static_traits,
                                       variant_of)
 from ftmodel.tracing.records import OpRecord
+from ftmodel.tracing.windows import window_bytes_of
 
 __all__ = ["DispatchRecorder", "Recorder", "StorageIds", "storage_key", "tensors_of"]
 
@@ -178,6 +179,7 @@ class Recorder:
         if ins is None:
             ins = tensors_of((args, kwargs))
         outs = tensors_of(out)
+        called = op  # (a pool's window is read off its arguments as called)
         if op == _MAX_POOL2D and self._is_max_pool1d(args):
             op, outs = _MAX_POOL1D, outs[:1]  # eager's own 1-d kernel: no indices written
         is_view = op_class in ("view", "alloc")
@@ -185,7 +187,7 @@ class Recorder:
         reads: tuple[tuple[int, int], ...]
         writes: tuple[tuple[int, int], ...]
         if is_view:
-            macs = flops = bytes_read = bytes_written = bytes_weights = 0
+            macs = flops = bytes_read = bytes_written = bytes_weights = window = 0
             variant, reads, writes = "", (), ()
         else:
             sizes_in = [t.numel() * t.element_size() for t in ins]
@@ -200,6 +202,9 @@ class Recorder:
             variant = variant_of(func, args) if var is None else var
             reads = self.storage_ids.operands(ins, keys_in, sizes_in)
             writes = self.storage_ids.operands(outs, None, sizes_out)
+            window = (window_bytes_of(called, args, ins[0].shape, outs[0].shape,
+                                      ins[0].element_size())
+                      if op_class == "pool" and ins and outs else 0)
         last = self._last_site
         inner = (not is_view and site is not None and last is not None and site[0] is last[0]
                  and site[1:] == last[1:])
@@ -224,6 +229,7 @@ class Recorder:
             reads=reads,
             writes=writes,
             inner=inner,
+            bytes_window_reads=window,
         ))
 
 

@@ -81,6 +81,9 @@ class OpRecord:
     # launched by C++ inside an op the model called, not by the model's Python: the previous
     # launching record came from the same Python call (see "Counting semantics")
     inner: bool = False
+    # bytes of input a pool's windows read (ftmodel.tracing.windows.window_bytes_of); 0 for
+    # other ops
+    bytes_window_reads: int = 0
 
     @property
     def bytes_total(self) -> int:

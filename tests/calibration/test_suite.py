@@ -862,3 +862,44 @@ def test_calibration_times_its_host_programs_once_per_pass(tmp_path: Path,
     assert len(calls) == 2
     samples = [s for s in prof.host.frameworks["eager"].samples if "program" in s]
     assert samples and all(len(s["pass_time_s"]) == 2 for s in samples)
+
+
+def test_pools_get_per_window_curves_read_at_the_bytes_their_windows_read(
+        quick_profile: Path) -> None:
+    from ftmodel.calibration.windows import window_samples
+    from ftmodel.frameworks import eager
+    from ftmodel.tracing.dispatch import trace
+    classes = read_profile(quick_profile).device.op_classes
+    samples = [s for s in window_samples(quick=True) if not s.is_floor]
+    for op, kind in (("max_pool2d_with_indices", "max_pool"), ("avg_pool2d", "avg_pool")):
+        curve = classes[f"pool@{op}:windows"]
+        ours = [s for s in samples if s.family.startswith(kind)]
+        assert len(curve.samples) == len(ours) and len(curve.cold_s) == len(ours)
+        for s, row in zip(ours, curve.samples):
+            pool = next(k for k in eager.lower(trace(s.module, s.inputs)).kernels
+                        if k.op_class == "pool")
+            # the bytes-read axis holds the windows' reads, more than the input at stride 1
+            assert row[1] == pool.bytes_window_reads and row[2] == pool.bytes_written
+            assert row[3] > 0
+    assert not any(n.endswith(":windows") and not n.startswith("pool@") for n in classes)
+
+
+def test_update_adds_the_per_window_curves_a_profile_lacks(quick_profile: Path,
+                                                           tmp_path: Path) -> None:
+    from ftmodel.calibration.windows import windows_stale
+    data = json.loads(quick_profile.read_text())
+    for name in [n for n in data["device"]["op_classes"] if n.endswith(":windows")]:
+        del data["device"]["op_classes"][name]  # as profiles calibrated before the stage
+    path = tmp_path / "no-windows.json"
+    path.write_text(json.dumps(data))
+    before = read_profile(path)
+    assert windows_stale(before.device)
+    after = suite.calibrate("cpu", ("eager",), path, quick=True, progress=False, threads=1,
+                            update=True)
+    assert not windows_stale(after.device)
+    added = set(after.device.op_classes) - set(before.device.op_classes)
+    assert added == {"pool@avg_pool2d:windows", "pool@max_pool2d_with_indices:windows"}
+    for name, data_before in before.device.op_classes.items():
+        assert after.device.op_classes[name] == data_before  # the rest is kept
+    assert after.host is not None and before.host is not None
+    assert after.host.frameworks == before.host.frameworks

@@ -407,3 +407,29 @@ def test_a_profile_without_the_layout_curves_says_so(tiny_profile: HardwareProfi
     # TorchScript kernel on the shared curves, as its docs say)
     assert not any("calibrated before" in w
                    for w in Predictor("torchscript", tiny_profile).warnings)
+
+
+def test_a_dense_max_pool_runs_with_indices_and_a_blocked_one_as_one_node() -> None:
+    """A frozen graph's max pool on a dense tensor is ATen's with-indices kernel (what
+    torch.profiler shows under it), counted as eager counts it, indices written; one on a
+    convolution's blocked output is oneDNN's pooling, one node. Both carry their window
+    reads."""
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(16, 16, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            pool = nn.functional.max_pool2d
+            blocked = pool(self.conv(x), 3, 1, 1)
+            dense = pool(x * 2.0, 3, 1, 1)
+            return blocked.flatten(1).sum(1) + dense.flatten(1).sum(1)
+
+    prog = _build(Net().eval(), torch.randn(1, 16, 8, 8), 1).program
+    pools = [k for k in prog.kernels if k.op_class == "pool"]
+    assert sorted(k.members for k in pools) == [
+        ("aten.max_pool2d_with_indices.default", "aten::max_pool2d"), ("aten::max_pool2d",)]
+    dense = next(k for k in pools if len(k.members) == 2)
+    assert dense.variant == "" and dense.bytes_written == 3 * dense.bytes_read  # out + int64
+    assert dense.bytes_window_reads > dense.bytes_read
+    assert all(k.bytes_window_reads > 0 for k in pools)
