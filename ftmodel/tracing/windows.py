@@ -3,8 +3,8 @@
 A max or average pool reads, for each output element, the input elements under its window, so
 its time follows ``outputs × window`` as much as the bytes it moves: on an AMD EPYC (2
 threads, 192 x 28 x 28, eager) a 5x5 max pool of stride 1 took 4.5 ms and a 3x3 one of stride
-2 on the same input 0.5 ms (``benchmarks/results/cpu-epyc/pool-windows.md``), which a curve in
-bytes read and written prices within 2x of each other only by chance.
+2 on the same input 0.5 ms (``benchmarks/results/cpu-epyc/pool-windows.md``): 8.8x the time
+for 2.4x the bytes moved, and 12x the window reads.
 
 :func:`window_bytes_of` counts, for the pools with a ``kernel_size`` (max and average, 1-, 2-
 and 3-d, aten's and oneDNN's), the bytes of input read through the windows: for each output
