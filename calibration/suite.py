@@ -175,8 +175,8 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
         raise InvalidArgumentError(
             "--update re-measures frameworks other than eager (and an outdated page-fault "
             "price, heap probe or pool curves) into an existing profile, and none was named "
-            f"(frameworks: {', '.join(fws)}); name one, e.g. --frameworks inductor, or calibrate afresh to "
-            "re-measure eager")
+            f"(frameworks: {', '.join(fws)}); name one, e.g. --frameworks inductor, or "
+            "calibrate afresh to re-measure eager")
     rounds, round_s = (3, 0.015) if quick else (5, 0.03)
     passes = (1 if quick else DEFAULT_PASSES) if passes is None else passes
     if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:

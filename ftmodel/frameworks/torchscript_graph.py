@@ -24,7 +24,7 @@ from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
 from ftmodel.tracing.variants import (REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant,
                                      prepacked_reorders_weights)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
-from ftmodel.tracing.windows import window_bytes_of
+from ftmodel.tracing.windows import pool_window_bytes
 from ftmodel.tracing.records import Trace
 
 __all__ = ["BLOCKED_VARIANT", "FUSION_GROUPS", "LAYOUT_CURVES", "MAC_KINDS", "NAME",
@@ -72,6 +72,7 @@ MAC_KINDS = frozenset({"prim::mkldnn_convolution", *(f"aten::{n}" for n in (
     "matmul", "linear", "mm", "addmm", "bmm", "baddbmm", "conv1d", "conv2d", "conv3d",
     "_convolution", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "einsum", "scaled_dot_product_attention", "_native_multi_head_attention"))})
+
 
 @dataclass
 class _Interp:
@@ -205,9 +206,8 @@ class _Interp:
             elif (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
                     and variant not in _MATH_VARIANTS):
                 variant = BLOCKED_VARIANT
-        window = (window_bytes_of(node.kind(), args, ins[0].shape, outs[0].shape,
-                                  ins[0].element_size()) if cls == "pool" and ins and outs else 0)
-        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch, window)
+        self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch,
+                   pool_window_bytes(cls, node.kind(), args, ins, outs))
 
     def _emit(self, cls: str, macs: int, ins: list[torch.Tensor], outs: list[torch.Tensor],
               path: str, members: tuple[str, ...], variant: str, scratch: int = 0,

@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_flatten
 from ftmodel.tracing.formulas import (MAC_CLASSES, classify, macs_of, static_traits,
                                       variant_of)
 from ftmodel.tracing.records import OpRecord
-from ftmodel.tracing.windows import window_bytes_of
+from ftmodel.tracing.windows import pool_window_bytes
 
 __all__ = ["DispatchRecorder", "Recorder", "StorageIds", "storage_key", "tensors_of"]
 
@@ -202,9 +202,7 @@ class Recorder:
             variant = variant_of(func, args) if var is None else var
             reads = self.storage_ids.operands(ins, keys_in, sizes_in)
             writes = self.storage_ids.operands(outs, None, sizes_out)
-            window = (window_bytes_of(called, args, ins[0].shape, outs[0].shape,
-                                      ins[0].element_size())
-                      if op_class == "pool" and ins and outs else 0)
+            window = pool_window_bytes(op_class, called, args, ins, outs)
         last = self._last_site
         inner = (not is_view and site is not None and last is not None and site[0] is last[0]
                  and site[1:] == last[1:])

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ADAPTIVE_POOLS", "WINDOW_POOLS", "window_bytes_of"]
+__all__ = ["ADAPTIVE_POOLS", "WINDOW_POOLS", "pool_window_bytes", "window_bytes_of"]
 
 # pools with a kernel_size: the op name -> the spatial dimensions its window spans
 WINDOW_POOLS: dict[str, int] = {
@@ -96,3 +96,12 @@ def window_bytes_of(op: str, args: Sequence[Any], input_shape: Sequence[int],
         reads *= _reads_along(int(input_shape[d - dims]), int(output_shape[d - dims]),
                               kernel[d], stride[d], pad[d], dilation[d])
     return reads * element_bytes
+
+
+def pool_window_bytes(op_class: str, op: str, args: Sequence[Any], ins: Sequence[Any],
+                      outs: Sequence[Any]) -> int:
+    """:func:`window_bytes_of` for a recorded call: a kernel of class ``pool`` with input and
+    output tensors ``ins`` and ``outs`` (its first of each counts); 0 for any other kernel."""
+    if op_class != "pool" or not ins or not outs:
+        return 0
+    return window_bytes_of(op, args, ins[0].shape, outs[0].shape, int(ins[0].element_size()))
