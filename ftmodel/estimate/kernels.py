@@ -54,9 +54,9 @@ under-prices small batches (an LSTM language model at batch 1: 0.55x on the EPYC
 Physics floor: on sampled profiles no kernel is priced below its MACs at the fastest MAC rate
 any calibrated sample of a matrix-like class reached, nor below its bytes at the fastest byte
 rate any sample of another class reached (both over samples of at least
-``FLOOR_SAMPLE_MIN_S``, whose time is resolved; :func:`measured_peaks`). A curve interpolating
-between a real sample and one whose time vanished under its floor (an ONNX Runtime transpose of
-256 KiB at 0.08 µs) is held to what the device was ever seen to do. Roofline profiles have
+``peaks.FLOOR_SAMPLE_MIN_S``, whose time is resolved; :func:`measured_peaks`). A curve
+interpolating between a real sample and one whose time vanished under its floor (an ONNX
+Runtime transpose of 256 KiB at 0.08 µs) is held to what the device was ever seen to do. Roofline profiles have
 their spec sheet's peaks.
 
 Work is MACs for matrix-like classes and bytes moved for the others, except a pool that counts
@@ -78,7 +78,7 @@ from ftmodel.errors import ProfileError
 from ftmodel.estimate.cache import CacheModel
 from ftmodel.estimate.curves import (LSTM_STEP_CURVE, PER_CALL, PER_PLANE, STEP_CURVES, WINDOWS,
                                      SampleCurve, step_work)
-from ftmodel.estimate.peaks import FLOOR_SAMPLE_MIN_S, OFF_WORK_AXIS, measured_peaks
+from ftmodel.estimate.peaks import OFF_WORK_AXIS, measured_peaks
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.estimate.streaming import read_once, stream_mac_penalty
 from ftmodel.program import Kernel
@@ -87,8 +87,7 @@ from ftmodel.tracing.formulas import MAC_CLASSES
 from ftmodel.tracing.rnn_variants import directions_of, steps_of
 from ftmodel.tracing.variants import GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE
 
-__all__ = ["DeviceModel", "FALLBACK_CLASS", "FLOOR_SAMPLE_MIN_S", "blend_hot_cold", "measured_peaks",
-           "wave_factor"]
+__all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold", "measured_peaks", "wave_factor"]
 
 FALLBACK_CLASS = {
     "gemm": "bmm", "bmm": "gemm", "attention": "bmm", "conv": "gemm", "conv_grouped": "conv",

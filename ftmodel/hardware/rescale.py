@@ -24,7 +24,7 @@ GEMM's factor. Dimensionless terms
 (``host_scale``, ``device_scale``, spreads, cache-model sizes and shares) are kept.
 Predictions made with the result are the original ones' host and device parts times their
 factors, but for two absolute thresholds of timer resolution
-(``ftmodel.estimate.kernels.FLOOR_SAMPLE_MIN_S``, ``ftmodel.estimate.curves.INVERSION_MIN_S``): a
+(``ftmodel.estimate.peaks.FLOOR_SAMPLE_MIN_S``, ``ftmodel.estimate.curves.INVERSION_MIN_S``): a
 sample scaled across one changes which samples set the physics floor of tiny kernels or count
 as an inversion.
 """

@@ -114,7 +114,7 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
     from ftmodel.api import Predictor
     from ftmodel.hardware.rescale import at_speed
     import ftmodel.estimate.curves as curves
-    import ftmodel.estimate.kernels as kernels
+    import ftmodel.estimate.peaks as peaks
 
     # the two thresholds of timer resolution are absolute: a sample scaled across one changes
     # which samples set the physics floor or count as an inversion; without them, every
@@ -122,7 +122,7 @@ def test_a_profile_at_another_speed_scales_every_prediction(quick_profile: Path,
     # be zero or a nanosecond and is clamped to one nanosecond, and one quick calibration in a
     # clean clone came out 2% off (the absolute term behind it is not yet found); a time field
     # left unscaled (host costs, curves) moves these predictions by 60% or more
-    monkeypatch.setattr(kernels, "FLOOR_SAMPLE_MIN_S", 0.0)
+    monkeypatch.setattr(peaks, "FLOOR_SAMPLE_MIN_S", 0.0)
     monkeypatch.setattr(curves, "INVERSION_MIN_S", 0.0)
 
     prof = read_profile(quick_profile)
