@@ -13,7 +13,8 @@ measured and reported, never studied.
 ``synthetic:<name>`` takes one of the calibration's in-model networks
 (``ftmodel.calibration.networks.synthetic_networks``: cnn0, transformer1, mlp2, ...);
 ``timm:<arch>@<side>`` a timm image model outside the corpus (random weights, ``side`` px
-images): a sibling of a held-out family, studied in its place.
+images): a sibling of a held-out family, studied in its place; ``path/to/file.py:factory`` a
+network of one's own (``ftmodel validate``'s spec, inputs of ``--input-shape``).
 
 Prints, per aten operator, the measured self CPU time (summed over calls, median of several
 profiled passes) next to the predicted device time and kernel host cost; with ``--by-class``,
@@ -58,6 +59,8 @@ def main() -> None:
     ap.add_argument("--framework", default="eager",
                     help="the framework whose artifact is profiled (eager, torchscript, "
                          "onnxruntime's ops are not aten calls and are not compared)")
+    ap.add_argument("--input-shape", default=None,
+                    help="one sample's shape (e.g. 3x128x128) for a path/to/file.py:factory model")
     ap.add_argument("--by-class", action="store_true",
                     help="compare per op class (top-level aten calls) instead of per operator")
     ap.add_argument("--speed", choices=("profile", "now"), default="profile",
@@ -70,7 +73,7 @@ def main() -> None:
     if args.framework == "inductor":  # its C++ kernels show in the profile under their names
         import torch._inductor.config as inductor_config
         inductor_config.cpp.enable_kernel_profile = True
-    model, make_inputs = model_by_name(args.model)
+    model, make_inputs = model_by_name(args.model, args.input_shape)
     pred = Predictor(args.framework, read_profile(args.profile), speed=args.speed)
     tr = pred.trace(model, make_inputs, args.batch)
     if pred.framework.runner is None:  # eager: the module itself
@@ -93,7 +96,7 @@ def main() -> None:
         row[1] += d
         row[2] += h
     with torch.no_grad():
-        for _ in range(3):
+        for _ in range(WARM):
             call()
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -117,14 +120,24 @@ def main() -> None:
               f"{r[2] * 1e3:>10.3f}")
 
 
+WARM = int(__import__("os").environ.get("WARM", "20"))
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 
 
-def model_by_name(name: str) -> tuple[torch.nn.Module, Callable[[int], Any]]:
+def model_by_name(name: str, input_shape: str | None = None
+                  ) -> tuple[torch.nn.Module, Callable[[int], Any]]:
     """(module, batch -> inputs) of a zoo model, a corpus model (tuning half only: a held-out
     name exits with a message), one of the calibration's synthetic networks
-    (``synthetic:<name>``) or a timm image model (``timm:<arch>@<side>``; one that is in the
-    corpus's held-out half under the same architecture exits as its corpus name does)."""
+    (``synthetic:<name>``), a timm image model (``timm:<arch>@<side>``; one that is in the
+    corpus's held-out half under the same architecture exits as its corpus name does) or a
+    factory in a file (``path/to/file.py:factory``, inputs of ``input_shape``)."""
+    if ".py:" in name:
+        from ftmodel.tools.user_models import load_model, parse_input_shape
+        shape = parse_input_shape(input_shape) if input_shape else None
+        module, inputs = load_model(name, input_shape=shape)
+        if not callable(inputs):
+            raise SystemExit(f"{name}: pass --input-shape (its inputs are not batch -> inputs)")
+        return module, inputs
     if name.startswith("timm:"):
         import timm
         from ftmodel.tools.zoo import image_inputs

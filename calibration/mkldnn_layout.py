@@ -21,7 +21,11 @@ Curves (TorchScript's own, see :mod:`ftmodel.calibration.framework_ops`):
 * ``torchscript/elementwise:mkldnn_ref`` — an in-place sigmoid on a convolution's blocked output
   whose channels do not fill oneDNN's last block, which oneDNN runs with its reference code
   (:func:`ftmodel.tracing.variants.blocked_eltwise_variant`), on tensors of 4 more channels
-  than a multiple of 8 (:func:`ref_shapes`).
+  than a multiple of 8 (:func:`ref_shapes`);
+* ``torchscript/copy@to_dense:mkldnn_padded`` — the reorder back to a dense tensor of a
+  convolution's output whose channels do not fill oneDNN's last block, which oneDNN runs with
+  its generic reorder kernel (:func:`ftmodel.tracing.variants.padded_reorder_variant`), on
+  tensors of 4 more channels than a multiple of 8 (:func:`padded_shapes`).
 
 Each sample is the op on one tensor size, timed in eager PyTorch (the same aten kernel the
 TorchScript interpreter calls), less its *floor*: the dense op on 4 elements (``clone`` for the
@@ -43,16 +47,17 @@ from ftmodel.frameworks.torchscript_graph import LAYOUT_CURVES
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.measure import measure_interleaved
 
-__all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves", "ref_shapes"]
+__all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves", "padded_shapes",
+           "ref_shapes"]
 
 PREFIX = "torchscript/"
 # each of the lowering's LAYOUT_CURVES (in its order: to_mkldnn, to_dense, the blocked
 # pointwise op, the sigmoid on padded blocks) -> (the op timed, the dense floor's op)
 _OPS: dict[str, tuple[str, str]] = dict(zip(LAYOUT_CURVES, (
     ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"),
-    ("sigmoid_", "sigmoid_"))))
-# the curve timed on ref_shapes, not layout_shapes
-_REF_CURVE = LAYOUT_CURVES[3]
+    ("sigmoid_", "sigmoid_"), ("to_dense", "clone"))))
+# the curves timed on ref_shapes and padded_shapes, not layout_shapes
+_REF_CURVE, _PADDED_CURVE = LAYOUT_CURVES[3], LAYOUT_CURVES[4]
 
 
 def layout_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
@@ -66,6 +71,15 @@ def ref_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
     """NCHW sizes from 3 KiB to 853 KiB whose channels (4 more than a multiple of 8) leave
     oneDNN's last block part empty with AVX2's blocks of 8 and AVX-512's of 16 (quick: two)."""
     shapes = [(1, 12, 8, 8), (1, 36, 14, 14), (4, 68, 14, 14), (16, 68, 14, 14)]
+    return shapes[::2] if quick else shapes
+
+
+def padded_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
+    """NCHW sizes from 3 KiB to 20 MiB whose channels (4 more than a multiple of 8) leave
+    oneDNN's last block part empty, for the reorder back to a dense tensor, whose generic kernel
+    costs several times the blocked one's per byte beyond the caches (quick: three)."""
+    shapes = [(1, 12, 8, 8), (1, 36, 14, 14), (4, 68, 14, 14), (16, 68, 28, 28),
+              (16, 100, 56, 56)]
     return shapes[::2] if quick else shapes
 
 
@@ -107,7 +121,8 @@ def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: floa
     operands: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     with torch.no_grad():
         for curve, (op, floor_op) in _OPS.items():
-            shapes = ref_shapes(quick) if curve == _REF_CURVE else layout_shapes(quick)
+            shapes = (ref_shapes(quick) if curve == _REF_CURVE else padded_shapes(quick)
+                      if curve == _PADDED_CURVE else layout_shapes(quick))
             labels = ["x".join(map(str, shape)) for shape in shapes]
             for label, shape in zip(labels, shapes):
                 if label not in operands:

@@ -21,7 +21,8 @@ from ftmodel.frameworks.torchscript_cuda import call_aten_node
 from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
                                                   node_class, special_macs, tensors_in)
 from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
-from ftmodel.tracing.variants import (REF_ELTWISE, blocked_eltwise_variant, prepacked_conv_variant,
+from ftmodel.tracing.variants import (PADDED_REORDER, REF_ELTWISE, blocked_eltwise_variant,
+                                     padded_reorder_variant, prepacked_conv_variant,
                                      prepacked_reorders_weights)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.windows import pool_window_bytes
@@ -50,10 +51,11 @@ BLOCKED_VARIANT = "mkldnn_layout"
 _MATH_VARIANTS = frozenset({"math", "math_inplace"})
 # TorchScript's own curves for them (keys without the "torchscript/" prefix,
 # ftmodel.calibration.mkldnn_layout): the reorders, found by their op, pointwise ops on blocked
-# tensors, and the sigmoids oneDNN runs with its reference code
-# (ftmodel.tracing.variants.blocked_eltwise_variant)
+# tensors, the sigmoids oneDNN runs with its reference code
+# (ftmodel.tracing.variants.blocked_eltwise_variant), and the reorders back from a blocked
+# layout whose last block is padded (ftmodel.tracing.variants.padded_reorder_variant)
 LAYOUT_CURVES = ("copy@to_mkldnn", "copy@to_dense", f"elementwise:{BLOCKED_VARIANT}",
-                 f"elementwise:{REF_ELTWISE}")
+                 f"elementwise:{REF_ELTWISE}", f"copy@to_dense:{PADDED_REORDER}")
 # composite ops that ATen runs as the kernels eager launches, so they are counted as recorded
 # under ftmodel's dispatch recorder, not as one node: recurrent layers (one oneDNN kernel per
 # LSTM layer and direction; a GRU's or plain RNN's cell ops step by step) and the convolutions
@@ -174,7 +176,9 @@ class _Interp:
         :data:`BLOCKED_VARIANT`, unless it is transcendental (its own op's curve prices its
         math) or oneDNN runs it with its reference code (a sigmoid on a convolution's output
         whose channels do not fill oneDNN's blocks: ``blocked_eltwise_variant``); the reorders
-        themselves are found by their op (``copy@to_mkldnn``, ``copy@to_dense``)."""
+        themselves are found by their op (``copy@to_mkldnn``, ``copy@to_dense``), a reorder back
+        from a convolution's layout with a padded last block by its variant
+        (``padded_reorder_variant``)."""
         cls = node_class(node, op, args, result)
         if cls is None:
             self.events["jit_node"] += 1
@@ -197,14 +201,16 @@ class _Interp:
                 nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
             if prepacked_reorders_weights(c_in, c_out, groups):
                 scratch = nbytes_of(ins[1:2])
+        elif node.kind() == _FROM_BLOCKED:
+            variant = (padded_reorder_variant(int(ins[0].shape[1]), ins[0].dtype)
+                       if on_conv_layout and ins and ins[0].dim() >= 2 else "")
         else:
             variant = variant_of(op, args) if op is not None else ""
             ref = (blocked_eltwise_variant(name, int(ins[0].shape[1]), ins[0].dtype)
                    if on_conv_layout and ins and ins[0].dim() >= 2 else "")
             if ref:
                 variant = ref
-            elif (on_blocked and cls not in MAC_CLASSES and node.kind() != _FROM_BLOCKED
-                    and variant not in _MATH_VARIANTS):
+            elif on_blocked and cls not in MAC_CLASSES and variant not in _MATH_VARIANTS:
                 variant = BLOCKED_VARIANT
         self._emit(cls, macs, ins, outs, path, (node.kind(),), variant, scratch,
                    pool_window_bytes(cls, node.kind(), args, ins, outs))

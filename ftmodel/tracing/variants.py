@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
-           "PREPACKED_VARIANTS", "REF_ELTWISE", "WEIGHT_BOUND", "backend_threads",
+           "PADDED_REORDER", "PREPACKED_VARIANTS", "REF_ELTWISE", "WEIGHT_BOUND", "backend_threads",
            "blocked_eltwise_variant", "channel_variant", "channels_last_conv_variant",
            "conv_variant", "grouped_runs_gemm", "narrow_gemm", "planes_of",
            "prepacked_conv_variant", "prepacked_reorders_weights", "selection_threads"]
@@ -98,6 +98,10 @@ ONEDNN_VARIANTS = frozenset({"mkldnn", "mkldnn_unaligned", "mkldnn_gemm"})
 # a pointwise kernel that oneDNN runs with its reference code (blocked_eltwise_variant); a profile
 # without a curve of such kernels prices them as the op's math (ftmodel.estimate.kernels)
 REF_ELTWISE = "mkldnn_ref"
+# a reorder out of a convolution's blocked layout whose channels leave the last block part
+# empty (padded_reorder_variant); a profile without a curve of such reorders prices them as
+# the other reorders back to a dense tensor
+PADDED_REORDER = "mkldnn_padded"
 # what ends the variant of a grouped convolution that oneDNN runs as im2col and a GEMM per group
 # (:func:`grouped_runs_gemm`); a profile without curves of such convolutions prices them on the
 # curves of the variant without it (ftmodel.estimate.kernels)
@@ -231,6 +235,19 @@ def blocked_eltwise_variant(op: str, channels: int, dtype: Any = None) -> str:
     if op.rstrip("_") == "sigmoid" and block > 1 and channels > 0 and channels % block:
         return REF_ELTWISE
     return ""
+
+
+def padded_reorder_variant(channels: int, dtype: Any = None) -> str:
+    """:data:`PADDED_REORDER` for the reorder of a convolution's blocked output back to a dense
+    tensor (``aten::to_dense``) when its channels do not fill oneDNN's last block, else "".
+    oneDNN reorders a full-block ``aBcd16b`` tensor to ``abcd`` with its blocked kernel
+    (``jit:blk``) and a padded one with its generic kernel (``jit:uni``, oneDNN's verbose log):
+    on the Zen 4 EPYC (AVX-512, 2 threads) 16x60x28x28 (3.0 MB) took 248 µs, 16x64x28x28 60 µs,
+    16x48x28x28 50 µs; 0.08-0.13 ns per byte for every channel count tried that is not a
+    multiple of 16 (8-72), 0.02-0.03 for those that are. The reorder into the layout
+    (``to_mkldnn``, to oneDNN's plain ``abcd``) has no such case."""
+    block = _channel_block(dtype)
+    return PADDED_REORDER if block > 1 and channels > 0 and channels % block else ""
 
 
 def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,

@@ -18,8 +18,9 @@ from ftmodel.frameworks import torchscript_graph as ts_graph
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import HardwareProfile, OpClassData
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import (PREPACKED_VARIANTS, REF_ELTWISE, blocked_eltwise_variant,
-                                      grouped_runs_gemm, prepacked_reorders_weights)
+from ftmodel.tracing.variants import (PADDED_REORDER, PREPACKED_VARIANTS, REF_ELTWISE,
+                                      blocked_eltwise_variant, grouped_runs_gemm,
+                                      padded_reorder_variant, prepacked_reorders_weights)
 
 IN, HID, OUT = 16, 32, 8
 
@@ -130,6 +131,69 @@ def test_onednns_reference_sigmoid_is_priced_on_its_curve_or_as_the_ops_math(
     assert old.kernel_times_s([ref])[0] == old.kernel_times_s([math])[0]
     assert DeviceModel(with_ref, framework="torchscript").kernel_times_s([ref])[0] == \
         pytest.approx(1e-3, rel=0.05)
+
+
+@pytest.mark.skipif(not padded_reorder_variant(12),
+                    reason="oneDNN's channel block unknown on this CPU")
+def test_the_reorder_back_from_partly_filled_blocks_takes_its_own_variant() -> None:
+    """A convolution's output of 12 channels (blocks of 8 or 16) leaves oneDNN's last block
+    part empty: its reorder back to a dense tensor before the GELU takes the padded variant;
+    of 48 channels it does not, nor does the reorder into the layout."""
+    torch.manual_seed(0)
+    variants = {}
+    for channels in (12, 48):
+        model = nn.Sequential(nn.Conv2d(3, channels, 1), nn.ReLU(), nn.Flatten()).eval()
+        prog = _build(model, torch.randn(1, 3, 8, 8), 2).program
+        for k in prog.kernels:
+            if k.members[0] in ("aten::to_dense", "aten::to_mkldnn"):
+                variants[(channels, k.members[0])] = k.variant
+    assert variants[(12, "aten::to_dense")] == PADDED_REORDER
+    assert variants[(48, "aten::to_dense")] == ""
+    assert variants[(12, "aten::to_mkldnn")] == variants[(48, "aten::to_mkldnn")] == ""
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
+                    reason="oneDNN's reorder kernels are known for AVX-512 and AVX2 CPUs")
+def test_onednn_reorders_partly_filled_blocks_with_its_generic_kernel(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """oneDNN's verbose log: the reorder of a convolution's blocked output back to a dense
+    tensor runs its blocked kernel (``jit:blk``) where the channels fill the last block and
+    another one where ``padded_reorder_variant`` says they do not."""
+    for channels in (8, 12, 16, 24, 48, 60, 64, 72):
+        x = torch.randn(2, channels, 8, 8)
+        w = torch.eye(channels).reshape(channels, channels, 1, 1).to_mkldnn()
+        y = torch.mkldnn_convolution(x.to_mkldnn(), w, None, [0, 0], [1, 1], [1, 1], 1)
+        capfd.readouterr()
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            y.to_dense()
+        lines = [line for line in capfd.readouterr().out.splitlines()
+                 if ",exec,cpu,reorder," in line and f",2x{channels}x8x8," in line]
+        if not lines:
+            pytest.skip("this build's oneDNN does not log its primitives")
+        blocked_kernel = ",jit:blk," in lines[0]
+        assert blocked_kernel == (padded_reorder_variant(channels) == ""), (channels, lines)
+
+
+def test_a_padded_reorder_is_priced_on_its_curve_or_as_the_other_reorders(
+        tiny_profile: HardwareProfile) -> None:
+    """A profile with TorchScript's curve of padded reorders prices them on it; one calibrated
+    before that curve prices them as the other reorders back to a dense tensor."""
+    padded = Kernel("copy", 0, 200_704, 200_704, "", ("aten::to_dense",), variant=PADDED_REORDER)
+    plain = dataclasses.replace(padded, variant="")
+    base = tiny_profile.device
+    curve = OpClassData("samples", tuple((0.0, float(n), float(n), t)
+                                         for n, t in ((4096, 1e-4), (65536, 2e-4),
+                                                      (1 << 20, 4e-4))))
+    layout = {"torchscript/copy@to_dense": curve,
+              f"torchscript/copy@to_dense:{PADDED_REORDER}": dataclasses.replace(
+                  curve, samples=tuple((a, b, c, 3 * t) for a, b, c, t in curve.samples))}
+    old = DeviceModel(dataclasses.replace(base, op_classes={
+        **base.op_classes, "torchscript/copy@to_dense": curve}), framework="torchscript")
+    assert old.kernel_times_s([padded])[0] == old.kernel_times_s([plain])[0]
+    new = DeviceModel(dataclasses.replace(base, op_classes={**base.op_classes, **layout}),
+                      framework="torchscript")
+    assert new.kernel_times_s([padded])[0] == pytest.approx(
+        3 * new.kernel_times_s([plain])[0], rel=0.05)
 
 
 def test_a_convolution_reading_more_weights_than_input_takes_the_weight_bound_variant() -> None:
