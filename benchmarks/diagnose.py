@@ -61,6 +61,9 @@ def main() -> None:
                          "onnxruntime's ops are not aten calls and are not compared)")
     ap.add_argument("--input-shape", default=None,
                     help="one sample's shape (e.g. 3x128x128) for a path/to/file.py:factory model")
+    ap.add_argument("--warmup", type=int, default=20,
+                    help="calls before profiling (a frozen TorchScript graph runs its first few "
+                         "calls unoptimised)")
     ap.add_argument("--by-class", action="store_true",
                     help="compare per op class (top-level aten calls) instead of per operator")
     ap.add_argument("--speed", choices=("profile", "now"), default="profile",
@@ -96,7 +99,7 @@ def main() -> None:
         row[1] += d
         row[2] += h
     with torch.no_grad():
-        for _ in range(WARM):
+        for _ in range(args.warmup):
             call()
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -120,7 +123,6 @@ def main() -> None:
               f"{r[2] * 1e3:>10.3f}")
 
 
-WARM = int(__import__("os").environ.get("WARM", "20"))
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 
 

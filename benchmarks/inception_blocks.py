@@ -1,4 +1,4 @@
-"""An inception-block network for studying TorchScript's pooling and layout costs outside the corpus.
+"""An inception-block network, for studying pooling and layout costs outside the corpus.
 
     ftmodel validate benchmarks/inception_blocks.py:factory --input-shape 3x128x128 \\
         -f torchscript --device P.json --batch 1,4,16 --threads 2 --default-malloc
@@ -43,9 +43,11 @@ def factory() -> nn.Module:
     return nn.Sequential(
         _cbr(3, 48, 7, 2, 3), nn.MaxPool2d(3, 2, ceil_mode=True),
         _cbr(48, 48, 1), _cbr(48, 160, 3, pad=1), nn.MaxPool2d(3, 2, ceil_mode=True),
-        InceptionBlock(160, 48, 80, 112, 16, 24, 24), InceptionBlock(208, 112, 112, 160, 24, 80, 48),
+        InceptionBlock(160, 48, 80, 112, 16, 24, 24),
+        InceptionBlock(208, 112, 112, 160, 24, 80, 48),
         nn.MaxPool2d(3, 2, ceil_mode=True),
-        InceptionBlock(400, 160, 80, 176, 16, 40, 56), InceptionBlock(432, 128, 96, 224, 24, 56, 56),
+        InceptionBlock(400, 160, 80, 176, 16, 40, 56),
+        InceptionBlock(432, 128, 96, 224, 24, 56, 56),
         InceptionBlock(464, 224, 128, 256, 32, 112, 112),
         nn.MaxPool2d(2, 2, ceil_mode=True),
         InceptionBlock(704, 256, 160, 320, 32, 128, 128),

@@ -52,7 +52,8 @@ __all__ = ["LAYOUT_CURVES", "layout_shapes", "mkldnn_layout_curves", "padded_sha
 
 PREFIX = "torchscript/"
 # each of the lowering's LAYOUT_CURVES (in its order: to_mkldnn, to_dense, the blocked
-# pointwise op, the sigmoid on padded blocks) -> (the op timed, the dense floor's op)
+# pointwise op, the sigmoid on padded blocks, to_dense from padded blocks) -> (the op timed,
+# the dense floor's op)
 _OPS: dict[str, tuple[str, str]] = dict(zip(LAYOUT_CURVES, (
     ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"),
     ("sigmoid_", "sigmoid_"), ("to_dense", "clone"))))

@@ -17,7 +17,10 @@ other MAC kernels (GEMMs, attention) and kernels without MACs (element-wise, nor
 pools) each get their own, where the networks show they compose differently. On an Intel Xeon
 VM, TorchScript's frozen networks ran their kernels without MACs about 2.2x their sampled
 times while their GEMMs ran at 1.0x and their convolutions at 1.16x (leave-one-network-out
-error 14.1% with one scale, 9.3% with three); eager's kinds stayed within 1.09-1.29x.
+error 14.1% with one scale, 9.3% with three); eager's kinds stayed within 1.09-1.29x. Part of
+such a scale can be a kernel the curves misprice: on the AMD EPYC Zen 4 guest TorchScript's fit
+scaled kernels without MACs by 1.86 until its reorders out of partly filled oneDNN blocks got a
+curve of their own (``torchscript/copy@to_dense:mkldnn_padded``); with it, one scale (1.03).
 """
 
 from __future__ import annotations

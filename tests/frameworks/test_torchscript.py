@@ -137,7 +137,7 @@ def test_onednns_reference_sigmoid_is_priced_on_its_curve_or_as_the_ops_math(
                     reason="oneDNN's channel block unknown on this CPU")
 def test_the_reorder_back_from_partly_filled_blocks_takes_its_own_variant() -> None:
     """A convolution's output of 12 channels (blocks of 8 or 16) leaves oneDNN's last block
-    part empty: its reorder back to a dense tensor before the GELU takes the padded variant;
+    part empty: its reorder back to a dense tensor before the flatten takes the padded variant;
     of 48 channels it does not, nor does the reorder into the layout."""
     torch.manual_seed(0)
     variants = {}
