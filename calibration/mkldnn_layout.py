@@ -57,8 +57,6 @@ PREFIX = "torchscript/"
 _OPS: dict[str, tuple[str, str]] = dict(zip(LAYOUT_CURVES, (
     ("to_mkldnn", "clone"), ("to_dense", "clone"), ("relu_", "relu_"),
     ("sigmoid_", "sigmoid_"), ("to_dense", "clone"))))
-# the curves timed on ref_shapes and padded_shapes, not layout_shapes
-_REF_CURVE, _PADDED_CURVE = LAYOUT_CURVES[3], LAYOUT_CURVES[4]
 
 
 def layout_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
@@ -82,6 +80,11 @@ def padded_shapes(quick: bool) -> list[tuple[int, int, int, int]]:
     shapes = [(1, 12, 8, 8), (1, 36, 14, 14), (4, 68, 14, 14), (16, 68, 28, 28),
               (16, 100, 56, 56)]
     return shapes[::2] if quick else shapes
+
+
+# the curves timed on other sizes than layout_shapes: the sigmoid and the reorder back on
+# partly filled blocks
+_SHAPES = {LAYOUT_CURVES[3]: ref_shapes, LAYOUT_CURVES[4]: padded_shapes}
 
 
 def _blocked(x: torch.Tensor) -> torch.Tensor:
@@ -122,8 +125,7 @@ def mkldnn_layout_curves(device: str, quick: bool, *, rounds: int, round_s: floa
     operands: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     with torch.no_grad():
         for curve, (op, floor_op) in _OPS.items():
-            shapes = (ref_shapes(quick) if curve == _REF_CURVE else padded_shapes(quick)
-                      if curve == _PADDED_CURVE else layout_shapes(quick))
+            shapes = _SHAPES.get(curve, layout_shapes)(quick)
             labels = ["x".join(map(str, shape)) for shape in shapes]
             for label, shape in zip(labels, shapes):
                 if label not in operands:

@@ -56,8 +56,8 @@ any calibrated sample of a matrix-like class reached, nor below its bytes at the
 rate any sample of another class reached (both over samples of at least
 ``peaks.FLOOR_SAMPLE_MIN_S``, whose time is resolved; :func:`measured_peaks`). A curve
 interpolating between a real sample and one whose time vanished under its floor (an ONNX
-Runtime transpose of 256 KiB at 0.08 µs) is held to what the device was ever seen to do. Roofline profiles have
-their spec sheet's peaks.
+Runtime transpose of 256 KiB at 0.08 µs) is held to what the device was ever seen to do.
+Roofline profiles have their spec sheet's peaks.
 
 Work is MACs for matrix-like classes and bytes moved for the others, except a pool that counts
 the bytes its windows read (``Kernel.bytes_window_reads``): where the profile has its op's

@@ -220,6 +220,12 @@ def channel_variant(backend: str, c_in: int, c_out: int, dtype: Any = None) -> s
     return backend
 
 
+def _partly_filled_block(channels: int, dtype: Any) -> bool:
+    """Whether ``channels`` leave oneDNN's last channel block on this CPU part empty."""
+    block = _channel_block(dtype)
+    return block > 1 and channels > 0 and channels % block != 0
+
+
 def blocked_eltwise_variant(op: str, channels: int, dtype: Any = None) -> str:
     """:data:`REF_ELTWISE` where oneDNN runs the pointwise ``op`` (an aten name, ``sigmoid_``)
     on a convolution's blocked output with its reference code, else "". oneDNN's vectorised
@@ -231,10 +237,8 @@ def blocked_eltwise_variant(op: str, channels: int, dtype: Any = None) -> str:
     16x80x14x14 57 µs. TorchScript's frozen graphs call oneDNN's eltwise for ``sigmoid`` only:
     its other pointwise ops on blocked tensors (``prim::MKLDNNHardSigmoid_``, ...) run aten's
     code over the padded buffer, and ``tanh``/ReLU keep 0 at 0."""
-    block = _channel_block(dtype)
-    if op.rstrip("_") == "sigmoid" and block > 1 and channels > 0 and channels % block:
-        return REF_ELTWISE
-    return ""
+    return REF_ELTWISE if op.rstrip("_") == "sigmoid" and _partly_filled_block(channels, dtype) \
+        else ""
 
 
 def padded_reorder_variant(channels: int, dtype: Any = None) -> str:
@@ -246,8 +250,7 @@ def padded_reorder_variant(channels: int, dtype: Any = None) -> str:
     16x48x28x28 50 µs; 0.08-0.13 ns per byte for every channel count tried that is not a
     multiple of 16 (8-72), 0.02-0.03 for those that are. The reorder into the layout
     (``to_mkldnn``, to oneDNN's plain ``abcd``) has no such case."""
-    block = _channel_block(dtype)
-    return PADDED_REORDER if block > 1 and channels > 0 and channels % block else ""
+    return PADDED_REORDER if _partly_filled_block(channels, dtype) else ""
 
 
 def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
