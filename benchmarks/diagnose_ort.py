@@ -2,9 +2,13 @@
 
     python benchmarks/diagnose_ort.py --profile P.json --model resnet34@96 --batch 16
     python benchmarks/diagnose_ort.py --profile P.json --model synthetic:cnn3 --batch 4
+    python benchmarks/diagnose_ort.py --profile P.json --model timm:efficientvit_b1@128 --batch 16
+    python benchmarks/diagnose_ort.py --profile P.json --model path/file.py:factory \
+        --input-shape 3x112x112 --batch 16
 
 Corpus models: the tuning half only (``ftmodel.tools.corpus.tuning()``); a held-out name is
-refused. ``synthetic:<name>`` takes one of the calibration's in-model networks.
+refused. ``synthetic:<name>`` takes one of the calibration's in-model networks,
+``timm:<arch>@<side>`` a timm image model, ``path/file.py:factory`` a model of a file.
 
 Prints, per ONNX op type of the optimized graph, the node count, the node time ONNX Runtime's
 profiler records (per node the median over profiled passes, summed), the predicted device time
@@ -58,11 +62,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--passes", type=int, default=20, help="profiled passes")
+    ap.add_argument("--input-shape", default=None,
+                    help="a file model's input shape without the batch (path/file.py:factory)")
     ap.add_argument("--nodes", type=int, default=0,
                     help="also list this many nodes, slowest first, beside their kernels")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model, make_inputs = model_by_name(args.model)
+    model, make_inputs = model_by_name(args.model, args.input_shape)
     pred = Predictor("onnxruntime", read_profile(args.profile), heap="kept")
     tr = pred.trace(model, make_inputs, args.batch)
     prog = pred.lower(model, make_inputs, args.batch, tr)

@@ -275,7 +275,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                "node_s": node_s, "node_share": share,
                                **({"node_shares": share_runs[s.label]}
                                   if share_runs.get(s.label) else {}),
-                               "variant": main.variant}
+                               "variant": main.variant, "planes": main.planes}
         raw.append(row)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
         return None, raw, main_op
@@ -382,5 +382,5 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
 def framework_curve_steps(frameworks: Iterable[str], device: str) -> int:
     """Progress steps :func:`framework_curves` takes for these frameworks on ``device``."""
     return sum(sum(1 for c in OP_SWEEP_CLASSES if wanted(fw, c)) + (fw == "torchscript")
-               + (len(ORT_ONLY_CURVES) if FRAMEWORK_SWEEPS[fw].own_samples else 0)
+               + (len(ORT_ONLY_CURVES) + 1 if FRAMEWORK_SWEEPS[fw].own_samples else 0)
                for fw in frameworks if fw in FRAMEWORK_SWEEPS and device == "cpu")

@@ -4,7 +4,8 @@ inductor; cudagraphs on a GPU).
 In order (:mod:`ftmodel.calibration.suite` says why each is done as it is): chained tiny-op
 programs built and run through the framework's own runner and their events counted by its own
 lowering (:mod:`ftmodel.calibration.framework_host`); on a CPU, the framework's own op curves
-(:mod:`ftmodel.calibration.framework_ops`) and, for a runtime with its own memory arena, its cache
+(:mod:`ftmodel.calibration.framework_ops`; ONNX Runtime's cost per inner call,
+:mod:`ftmodel.calibration.ort_loops`) and, for a runtime with its own memory arena, its cache
 probe (:mod:`ftmodel.calibration.runtime_timing`); the host programs timed again after each of
 those stages, ``passes`` times in all, each keeping its median; then the in-model stage through
 the framework (:mod:`ftmodel.calibration.in_model_cpu`, :mod:`ftmodel.calibration.in_model_gpu`).
@@ -26,6 +27,7 @@ from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curves
 from ftmodel.calibration.in_model_cpu import (InModelNetworks, Key, fit_in_model_stage,
                                                 in_model_networks, measure_in_model)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
+from ftmodel.calibration.ort_loops import ort_loop_curves
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
 from ftmodel.hardware.profile import FrameworkHost
 
@@ -66,6 +68,13 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
             round_s=run.round_s, step=run.bar.step)
         run.classes.update(curves)
         run.raw.update(curve_raw)
+        if FRAMEWORK_SWEEPS[fw_name].own_samples:  # ONNX Runtime's cost per inner call
+            loops, loop_raw = ort_loop_curves(run.snapshot(False).device, run.classes,
+                                              run.device, run.quick, rounds=run.rounds,
+                                              round_s=run.round_s)
+            run.classes.update(loops)
+            run.raw.update(loop_raw)
+            run.bar.step(f"{fw_name} inner calls", 1)
         run.write()
         run.probe(f"{fw_name} curves")
         if len(fw_passes) < run.passes:

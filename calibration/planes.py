@@ -53,17 +53,19 @@ def plane_count(sample: OpSample) -> int:
     return int(x.shape[0]) * int(x.shape[1])
 
 
-def per_plane_curve(curve: OpClassData, measured: OpClassData, planes: Sequence[int]
-                    ) -> OpClassData | None:
-    """The per-plane companion of ``curve``: each of ``measured``'s samples (batch norm over
-    ``planes[i]`` small planes, :func:`plane_samples`) against what ``curve`` prices its bytes
-    at; one row per plane count, the median excess of its samples (planes of different sizes),
-    held as ``(0, planes, 0, seconds)``. An excess at or below zero is kept at 1 ns (few or
-    large planes cost nothing beyond the curve). None with fewer than 3 plane counts."""
+def per_plane_curve(curve: OpClassData, measured: OpClassData, planes: Sequence[int],
+                    op_class: str = "norm") -> OpClassData | None:
+    """The per-plane companion of ``curve`` (a curve of ``op_class``): each of ``measured``'s
+    samples (a kernel looping over ``planes[i]`` small units: batch norm's planes,
+    :func:`plane_samples`; ONNX Runtime's inner calls, :mod:`ftmodel.calibration.ort_loops`)
+    against what ``curve`` prices its bytes at; one row per plane count, the median excess of
+    its samples (units of different sizes), held as ``(0, planes, 0, seconds)``. An excess at
+    or below zero is kept at 1 ns (few or large units cost nothing beyond the curve). None
+    with fewer than 3 unit counts."""
     counts = np.asarray(planes, dtype=np.float64)
     if len(set(planes)) < 3 or len(counts) != len(measured.samples):
         return None
-    fitted = SampleCurve.fit("norm", curve)
+    fitted = SampleCurve.fit(op_class, curve)
     rows = np.asarray(measured.samples, dtype=np.float64)
     excess = rows[:, 3] - fitted(rows[:, 0], rows[:, 1], rows[:, 2])
     return OpClassData("samples", tuple(

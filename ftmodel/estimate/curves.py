@@ -79,9 +79,10 @@ STEP_CURVES = frozenset({LSTM_STEP_CURVE, GRU_STEP_CURVE})
 # A per-step curve's companion (``<curve>:per_call``): what each call of such a layer costs
 # besides its steps, against a step's work (oneDNN re-orders the layer's weights on every call)
 PER_CALL = ":per_call"
-# A per-op curve's companion (``<curve>:per_plane``): what a per-channel op (batch norm) costs
-# beyond its curve when it loops over many small (image, channel) planes, against the planes
-# (held on the bytes-read axis of its samples: ``(0, planes, 0, seconds)``; Kernel.planes)
+# A per-op curve's companion (``<curve>:per_plane``): what a kernel costs beyond its curve when
+# it loops over many small units one call at a time (batch norm's (image, channel) planes, ONNX
+# Runtime's MLAS transpose calls and broadcast spans), against their count (held on the
+# bytes-read axis of its samples: ``(0, planes, 0, seconds)``; Kernel.planes)
 PER_PLANE = ":per_plane"
 # A pool's per-window curve (``pool@<op>:windows``): the op's time against the bytes of input its
 # windows read (held on the bytes-read axis of its samples; Kernel.bytes_window_reads,

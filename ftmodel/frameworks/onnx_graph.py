@@ -36,6 +36,12 @@ Counting semantics
   Runtime runs it on (:mod:`ftmodel.frameworks.ort_transpose`: a block copy, MLAS 2-D
   transposes, or element by element, 1.4-54 GB/s on the same tensor), priced on ONNX Runtime's
   curve of that path where the profile has one.
+* **Inner calls** (``Kernel.planes``): a ``Transpose`` on the MLAS path counts its 2-D MLAS
+  calls (:func:`~ftmodel.frameworks.ort_transpose.mlas_calls`), each of which wakes the thread
+  pool, and a broadcasting binary op (``Add``, ``Div``, ...) the spans ORT's broadcaster walks
+  its output in (:func:`~ftmodel.frameworks.ort_broadcast.broadcast_spans`: every element when
+  an input's innermost axis has size 1); each priced by its curve's per-call companion
+  (``:per_plane``) where the profile has one.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
   ``onnx.shape_inference`` node-level inference for standard ops (constant initializers feed
   Reshape-like ops) and small rules for ORT's contrib ops (``com.microsoft``,
@@ -64,7 +70,8 @@ from ftmodel.frameworks.onnx_ops import (DTYPE_NAME, ELEM_SIZE, MATH_OPS, MATMUL
 from ftmodel.frameworks.onnx_shapes import ShapePass, fused_matmul_operand, node_attrs
 from ftmodel.tracing.formulas import (attention_macs, conv_macs, einsum_macs, matmul_macs,
                                       rnn_macs)
-from ftmodel.frameworks.ort_transpose import transpose_variant
+from ftmodel.frameworks.ort_broadcast import BROADCAST_OPS, broadcast_spans
+from ftmodel.frameworks.ort_transpose import mlas_calls, transpose_variant
 from ftmodel.tracing.rnn_variants import recurrent_share, rnn_variant
 
 __all__ = ["NCHWC_PATH", "NCHW_PATH", "SKIP_OPS", "VIEW_OPS", "classify_node", "conv_path",
@@ -331,14 +338,19 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             variant = rnn_variant(steps * dirs, recurrent_share(w, r), dirs)
         if node.op_type in ("Conv", "FusedConv"):  # NCHWc blocked, or the plain NCHW kernel
             variant = conv_path(node)
+        planes = 0  # inner calls a kernel loops over (Kernel.planes), where ORT makes many
         if node.op_type == "Transpose" and ins[0] is not None:  # ONNX Runtime's code path
-            perm = attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)
-            variant = transpose_variant([int(p) for p in perm], ins[0])
+            perm = [int(p) for p in attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)]
+            variant = transpose_variant(perm, ins[0])
+            planes = mlas_calls(perm, ins[0])
+        if node.op_type in BROADCAST_OPS and len(ins) == 2 and None not in ins:
+            spans = broadcast_spans(*(s for s in ins if s is not None))
+            planes = spans if spans > 1 else 0
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
                                    DTYPE_NAME.get(out_dtype, "float32"), variant, weights,
                                    weight_reads=_images(ins),
-                                   weights_per_image=_weights_per_image(node)))
+                                   weights_per_image=_weights_per_image(node), planes=planes))
     kernel_tuple = tuple(kernels)
     events.update(kernel_events(kernel_tuple))
     warnings = list(extra_warnings)

@@ -20,9 +20,15 @@ permutation"; benchmarks/ort_transposes.py). Blocks of 2-16 floats ran at 9-34 G
 inside the long blocks' range, so block length is not a variant; between two nodes of a model
 they were priced at 0.32-0.57x (ort-transposes.md), the first thing to look at if it matters.
 
-Not modelled: string tensors (element-wise on every path) and the cost of each MLAS call: a
-transpose made of many small 2-D transposes (1536 of 256 floats: 3.9 GB/s) runs slower than one
-of a few large ones.
+On the MLAS path ONNX Runtime calls ``MlasTranspose`` once per index of the axes outside the
+moved one (``TransposeSingleAxisOutwards`` / ``Inwards``: ``num_loops``), and each call hands its
+rows to the thread pool: timed alone on the Zen 4 EPYC (2 threads), each call cost 0.5-1.2 µs
+beyond the copy of its bytes (512 transposes of 16x16 floats: 400 µs, one 2-D transpose of the
+same bytes 68 µs). :func:`mlas_calls` counts them (``Kernel.planes``), priced by the MLAS
+curve's per-call companion where the profile has one (``copy:transpose_mlas:per_plane``,
+:mod:`ftmodel.calibration.ort_loops`).
+
+Not modelled: string tensors (element-wise on every path).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import prod
 
-__all__ = ["BLOCKS", "ELEMENTWISE", "MLAS", "moved_axis", "transpose_variant"]
+__all__ = ["BLOCKS", "ELEMENTWISE", "MLAS", "mlas_calls", "moved_axis", "transpose_variant"]
 
 MLAS = "transpose_mlas"
 BLOCKS = "transpose_blocks"
@@ -101,3 +107,15 @@ def transpose_variant(perm: Sequence[int], dims: Sequence[int]) -> str:
             break
         suffix *= dims[i]
     return ELEMENTWISE if suffix == 1 else BLOCKS
+
+
+def mlas_calls(perm: Sequence[int], dims: Sequence[int]) -> int:
+    """How many 2-D ``MlasTranspose`` calls a ``Transpose`` on the MLAS path (:data:`MLAS`)
+    makes: one per index of the axes outside the moved axis's outer slot (its destination
+    when it moves outwards, its source when it moves inwards); 0 on another path."""
+    if transpose_variant(perm, dims) != MLAS:
+        return 0
+    moved = moved_axis(perm)
+    assert moved is not None  # the MLAS path moves a single axis
+    src, dst = moved
+    return prod(int(d) for d in dims[:min(src, dst)])

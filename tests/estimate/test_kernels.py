@@ -763,6 +763,34 @@ def test_a_per_plane_curve_adds_the_planes_cost() -> None:
     assert measured_peaks(with_planes.device) == measured_peaks(without.device)
 
 
+def test_onnx_runtime_inner_calls_are_priced_on_their_curves_companion() -> None:
+    # an MLAS transpose's calls on the transpose curve's companion, an Add's broadcast spans on
+    # the element-wise one's; a kernel of another variant does not borrow the transposes'
+    curves = {"copy": OpClassData("samples", BN_ROWS),
+              "elementwise": OpClassData("samples", BN_ROWS),
+              "onnxruntime/copy": OpClassData("samples", BN_ROWS),
+              "onnxruntime/copy:transpose_mlas": OpClassData("samples", BN_ROWS),
+              "onnxruntime/elementwise": OpClassData("samples", BN_ROWS)}
+    per_call = tuple((0.0, p, 0.0, 6e-7 * p) for p in (64.0, 256.0, 1024.0))
+    per_span = tuple((0.0, p, 0.0, 9e-9 * p) for p in (1024.0, 4096.0, 16384.0))
+    dm = DeviceModel(_device({**curves,
+                              "onnxruntime/copy:transpose_mlas:per_plane":
+                                  OpClassData("samples", per_call),
+                              "onnxruntime/elementwise:per_plane":
+                                  OpClassData("samples", per_span)}), framework="onnxruntime")
+
+    def k(op_class: str, member: str, variant: str, planes: int) -> Kernel:
+        return Kernel(op_class, 0, 10**5, 10**5, "m", (member,), variant=variant, planes=planes)
+
+    t = dm.kernel_times_s([k("copy", "Transpose", "transpose_mlas", 512),
+                           k("copy", "Transpose", "transpose_mlas", 0),
+                           k("elementwise", "Add", "", 16384), k("elementwise", "Add", "", 0),
+                           k("copy", "Transpose", "transpose_blocks", 512)])
+    assert t[0] - t[1] == pytest.approx(6e-7 * 512, rel=2e-2)
+    assert t[2] - t[3] == pytest.approx(9e-9 * 16384, rel=2e-2)
+    assert t[4] == pytest.approx(t[1], rel=1e-9)
+
+
 def test_planes_of_counts_batch_norm_planes_only() -> None:
     from ftmodel.tracing.variants import planes_of
     bn = "aten._native_batch_norm_legit_no_training.default"

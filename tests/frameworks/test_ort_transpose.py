@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from ftmodel.frameworks.ort_transpose import (BLOCKS, ELEMENTWISE, MLAS, moved_axis,
+from ftmodel.frameworks.ort_transpose import (BLOCKS, ELEMENTWISE, MLAS, mlas_calls, moved_axis,
                                              transpose_variant)
 
 
@@ -62,3 +62,34 @@ def test_onnx_lowering_gives_transposes_their_path(perm: tuple[int, ...], expect
     transposes = [k for k in prog.kernels if k.members[0] == "Transpose"]
     assert [k.variant for k in transposes] == [expected]
     assert transposes[0].op_class == "copy"
+
+
+@pytest.mark.parametrize("perm,dims,calls", [
+    ((0, 1, 3, 2), (16, 32, 16, 16), 512),  # EfficientViT's attention: one call per (image, head)
+    ((0, 2, 3, 1), (16, 64, 8, 64), 16),  # axis 1 moves in to 3: one call per image
+    ((0, 3, 1, 2), (16, 8, 8, 192), 16),  # axis 3 moves out to 1: one call per image
+    ((1, 0), (64, 256), 1),  # one 2-D transpose
+    ((0, 2, 1, 3), (16, 64, 8, 64), 0),  # a block copy: no MLAS call
+    ((0, 3, 2, 1), (16, 96, 64, 4), 0),  # element by element
+])
+def test_mlas_calls_count_one_call_per_outer_index(perm: tuple[int, ...], dims: tuple[int, ...],
+                                                   calls: int) -> None:
+    assert mlas_calls(perm, dims) == calls
+
+
+class _KeysTransposed(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 2.0).transpose(-1, -2).contiguous() + 1.0
+
+
+@pytest.mark.requires_onnxruntime
+def test_onnx_lowering_counts_a_transposes_mlas_calls() -> None:
+    pytest.importorskip("onnxruntime")
+    from ftmodel.frameworks.base import get_framework
+
+    fw = get_framework("onnxruntime")
+    assert fw.lower_model is not None
+    x = torch.randn(4, 6, 16, 8)
+    prog = fw.lower_model(_KeysTransposed().eval(), (x,), 4, None, device="cpu", dtype="fp32")
+    transposes = [k for k in prog.kernels if k.members[0] == "Transpose"]
+    assert [(k.variant, k.planes) for k in transposes] == [(MLAS, 24)]
