@@ -343,8 +343,9 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             perm = [int(p) for p in attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)]
             variant = transpose_variant(perm, ins[0])
             planes = mlas_calls(perm, ins[0])
-        if node.op_type in BROADCAST_OPS and len(ins) == 2 and None not in ins:
-            spans = broadcast_spans(*(s for s in ins if s is not None))
+        if node.op_type in BROADCAST_OPS and len(ins) == 2 and ins[0] is not None \
+                and ins[1] is not None:
+            spans = broadcast_spans(ins[0], ins[1])
             planes = spans if spans > 1 else 0
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
