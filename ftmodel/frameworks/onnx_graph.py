@@ -40,8 +40,10 @@ Counting semantics
   calls (:func:`~ftmodel.frameworks.ort_transpose.mlas_calls`), each of which wakes the thread
   pool, and a broadcasting binary op (``Add``, ``Div``, ...) the spans ORT's broadcaster walks
   its output in (:func:`~ftmodel.frameworks.ort_broadcast.broadcast_spans`: every element when
-  an input's innermost axis has size 1); each priced by its curve's per-call companion
-  (``:per_plane``) where the profile has one.
+  an input's innermost axis has size 1), and a batched ``MatMul`` (two activations of rank 3
+  or more) its matrices, one MLAS GEMM each (``MatMul<float>::Compute`` hands MLAS one
+  ``MLAS_SGEMM_DATA_PARAMS`` per matrix, ``onnxruntime/core/providers/cpu/math/matmul.cc``);
+  each priced by its curve's per-call companion (``:per_plane``) where the profile has one.
 * **Shapes**: a per-node pass in topological order (:mod:`ftmodel.frameworks.onnx_shapes`), with
   ``onnx.shape_inference`` node-level inference for standard ops (constant initializers feed
   Reshape-like ops) and small rules for ORT's contrib ops (``com.microsoft``,
@@ -347,6 +349,8 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
                 and ins[1] is not None:
             spans = broadcast_spans(ins[0], ins[1])
             planes = spans if spans > 1 else 0
+        if op_class == "bmm" and outs and outs[0] is not None and len(outs[0]) > 2:
+            planes = _numel(outs[0][:-2])  # one MLAS GEMM per matrix of the batch
         kernels.append(make_kernel(op_class, macs, read, written,
                                    mapper.path_of(node, op_class), _members(node, attrs),
                                    DTYPE_NAME.get(out_dtype, "float32"), variant, weights,

@@ -791,6 +791,24 @@ def test_onnx_runtime_inner_calls_are_priced_on_their_curves_companion() -> None
     assert t[4] == pytest.approx(t[1], rel=1e-9)
 
 
+def test_a_mac_class_companion_is_read_along_its_plane_count() -> None:
+    # a batched MatMul's matrices on the bmm curve's companion: the companion's axis is the
+    # count, held where a byte class holds bytes, though bmm itself is priced on MACs
+    bmm_rows = tuple((m, m / 4.0, m / 4.0, m / 2e10) for m in (1e5, 1e6, 1e7, 1e8))
+    per_matrix = tuple((0.0, p, 0.0, 1.5e-7 * p) for p in (64.0, 512.0, 2048.0))
+    curves = {"bmm": OpClassData("samples", bmm_rows),
+              "onnxruntime/bmm": OpClassData("samples", bmm_rows)}
+    dm = DeviceModel(_device({**curves, "onnxruntime/bmm:per_plane":
+                              OpClassData("samples", per_matrix)}), framework="onnxruntime")
+
+    def k(planes: int) -> Kernel:
+        return Kernel("bmm", 10**6, 10**5, 10**5, "m", ("MatMul",), planes=planes)
+
+    t = dm.kernel_times_s([k(0), k(512), k(1024)])
+    assert t[1] - t[0] == pytest.approx(1.5e-7 * 512, rel=2e-2)
+    assert t[2] - t[0] == pytest.approx(1.5e-7 * 1024, rel=2e-2)
+
+
 def test_planes_of_counts_batch_norm_planes_only() -> None:
     from ftmodel.tracing.variants import planes_of
     bn = "aten._native_batch_norm_legit_no_training.default"
