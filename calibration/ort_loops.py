@@ -21,6 +21,7 @@ curve for its work (``onnxruntime/copy:transpose_mlas``, ``onnxruntime/elementwi
 (``<curve>:per_plane``, :data:`ftmodel.estimate.curves.PER_PLANE`), which prices each kernel's
 ``Kernel.planes``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

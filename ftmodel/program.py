@@ -45,11 +45,12 @@ class Kernel:
     # whether ``weight_reads`` is the batch's image count (so it follows the batch when the
     # kernel is re-sized to another batch, ftmodel.batch_scaling.kernel_at_batch)
     weights_per_image: bool = False
-    # the small units a kernel loops over one call at a time, each costing beyond its bytes:
+    # the small units a kernel loops over one call at a time, each costing beyond its work:
     # the (image, channel) planes of a per-channel op (batch norm: N·C;
     # ftmodel.tracing.variants.planes_of), an ONNX Runtime transpose's 2-D MLAS calls, its
-    # broadcasting ops' spans (ftmodel.frameworks.onnx_graph); 0 = not counted. Priced by a
-    # device profile's per-plane curve where it has one (``<curve>:per_plane``)
+    # broadcasting ops' spans, its batched MatMul's matrices (ftmodel.frameworks.onnx_graph);
+    # 0 = not counted. Priced by a device profile's per-plane curve where it has one
+    # (``<curve>:per_plane``)
     planes: int = 0
     # bytes of a buffer the kernel allocates and frees inside its own call, apart from its
     # operands (a frozen TorchScript graph's oneDNN convolution copies its weights into one on
