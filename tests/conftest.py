@@ -39,6 +39,18 @@ TINY_PAGE_FAULT_S = 5e-7  # per freshly mapped 4 KiB page
 _SESSION_THREADS = torch.get_num_threads()  # see _torch_threads_restored
 
 
+def lower_with_onnxruntime(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                           batch: int) -> Any:
+    """The Program ONNX Runtime's lowering gives ``module`` on ``inputs`` (CPU, fp32); skips
+    the calling test where onnxruntime is not installed."""
+    pytest.importorskip("onnxruntime")
+    from ftmodel.frameworks.base import get_framework
+
+    fw = get_framework("onnxruntime")
+    assert fw.lower_model is not None
+    return fw.lower_model(module, inputs, batch, None, device="cpu", dtype="fp32")
+
+
 def mac_rows() -> tuple[tuple[float, float, float, float], ...]:
     # time = (macs + 1e5) / 1e10: throughput rises with size and saturates at 1e10 MAC/s.
     rows = []

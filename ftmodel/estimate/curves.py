@@ -81,8 +81,9 @@ STEP_CURVES = frozenset({LSTM_STEP_CURVE, GRU_STEP_CURVE})
 PER_CALL = ":per_call"
 # A per-op curve's companion (``<curve>:per_plane``): what a kernel costs beyond its curve when
 # it loops over many small units one call at a time (batch norm's (image, channel) planes, ONNX
-# Runtime's MLAS transpose calls and broadcast spans), against their count (held on the
-# bytes-read axis of its samples: ``(0, planes, 0, seconds)``; Kernel.planes)
+# Runtime's MLAS transpose calls, broadcast spans and batched MatMul's matrices), against their
+# count (held on the bytes-read axis of its samples: ``(0, planes, 0, seconds)``, and read as
+# a byte class's curve whatever the class it accompanies; Kernel.planes)
 PER_PLANE = ":per_plane"
 # A pool's per-window curve (``pool@<op>:windows``): the op's time against the bytes of input its
 # windows read (held on the bytes-read axis of its samples; Kernel.bytes_window_reads,

@@ -135,8 +135,8 @@ class DeviceModel:
         for name, data in device.op_classes.items():
             if data.model == "samples":
                 base = name.split("/")[-1].split(":")[0].split("@")[0]
-                if name.endswith(PER_PLANE) and base in MAC_CLASSES:
-                    base = "copy"  # its axis is the plane count, held as bytes read
+                if name.endswith(PER_PLANE):  # its axis is the count, held as bytes read,
+                    base = "copy"  # whatever the class of the curve it accompanies
                 # a per-call (per-plane, per-window) curve's axis is a step's work (planes,
                 # window reads), not the call's: no rate limits it
                 peak = 0.0 if name.endswith(OFF_WORK_AXIS) else (

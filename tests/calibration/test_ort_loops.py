@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ftmodel.calibration.ort_loops import LOOP_CURVES, loop_samples
+from tests.conftest import lower_with_onnxruntime
 
 
 def test_each_family_has_a_floor_and_three_or_more_counts() -> None:
@@ -21,16 +22,10 @@ def test_each_family_has_a_floor_and_three_or_more_counts() -> None:
 def test_the_lowering_counts_the_calls_each_sample_was_built_to_make() -> None:
     # the companion is fitted against the counts the lowering gives its main kernel: they must
     # be the ones the sample was drawn for (calls or spans = its first dimension)
-    pytest.importorskip("onnxruntime")
-    from ftmodel.frameworks.base import get_framework
-
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None
     for fam, rows in loop_samples(quick=True).items():
         counts = set()
         for s in rows[1:]:
-            prog = fw.lower_model(s.module, s.inputs, int(s.inputs[0].shape[0]), None,
-                                  device="cpu", dtype="fp32")
+            prog = lower_with_onnxruntime(s.module, s.inputs, int(s.inputs[0].shape[0]))
             main = [k for k in prog.kernels if k.op_class == s.op_class]
             assert len(main) == 1, (s.label, prog.kernels)
             assert main[0].planes == s.inputs[0].shape[0], s.label

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ftmodel.frameworks.ort_broadcast import broadcast_spans
+from tests.conftest import lower_with_onnxruntime
 
 
 @pytest.mark.parametrize("a,b,spans", [
@@ -61,13 +62,8 @@ class _Normalised(nn.Module):
 
 @pytest.mark.requires_onnxruntime
 def test_onnx_lowering_counts_the_spans_of_broadcasting_ops() -> None:
-    pytest.importorskip("onnxruntime")
-    from ftmodel.frameworks.base import get_framework
-
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None
     x = torch.randn(4, 8, 32, 17)
-    prog = fw.lower_model(_Normalised().eval(), (x,), 4, None, device="cpu", dtype="fp32")
+    prog = lower_with_onnxruntime(_Normalised().eval(), (x,), 4)
     planes = {k.members[0]: k.planes for k in prog.kernels}
     assert planes["Add"] == 4 * 8 * 32  # (4, 8, 32, 1) + eps: one span per element
     assert planes["Div"] == 4 * 8 * 32  # (4, 8, 32, 16) / (4, 8, 32, 1): one span per row

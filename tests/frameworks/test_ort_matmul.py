@@ -6,6 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from tests.conftest import lower_with_onnxruntime
+
 
 class _LinearAttention(nn.Module):
     """A linear projection, then each head's (N, 16) queries times its (16, 17) summary."""
@@ -20,14 +22,8 @@ class _LinearAttention(nn.Module):
 
 @pytest.mark.requires_onnxruntime
 def test_a_batched_matmul_counts_one_gemm_per_matrix() -> None:
-    pytest.importorskip("onnxruntime")
-    from ftmodel.frameworks.base import get_framework
-
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None
     q, kv = torch.randn(2, 6, 64, 16), torch.randn(2, 6, 16, 17)
-    prog = fw.lower_model(_LinearAttention().eval(), (q, kv), 2, None, device="cpu",
-                          dtype="fp32")
+    prog = lower_with_onnxruntime(_LinearAttention().eval(), (q, kv), 2)
     by_class = {k.op_class: k for k in prog.kernels if k.op_class in ("gemm", "bmm")}
     assert by_class["bmm"].planes == 2 * 6  # (2, 6, 64, 16) @ (2, 6, 16, 17): 12 matrices
     assert by_class["bmm"].macs == 2 * 6 * 64 * 16 * 17

@@ -9,6 +9,8 @@ from torch import nn
 from ftmodel.frameworks.ort_transpose import (BLOCKS, ELEMENTWISE, MLAS, mlas_calls, moved_axis,
                                              transpose_variant)
 
+from tests.conftest import lower_with_onnxruntime
+
 
 @pytest.mark.parametrize("perm,expected", [
     ((0, 3, 1, 2, 4), (3, 1)),  # ORT's own example: axis 3 moves out to 1
@@ -51,14 +53,9 @@ class _Permute(nn.Module):
 @pytest.mark.requires_onnxruntime
 @pytest.mark.parametrize("perm,expected", [((0, 3, 2, 1), ELEMENTWISE), ((0, 2, 1, 3), BLOCKS)])
 def test_onnx_lowering_gives_transposes_their_path(perm: tuple[int, ...], expected: str) -> None:
-    pytest.importorskip("onnxruntime")
-    from ftmodel.frameworks.base import get_framework
-
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None
     model = _Permute(*perm).eval()
     x = torch.randn(2, 8, 6, 4)
-    prog = fw.lower_model(model, (x,), 2, None, device="cpu", dtype="fp32")
+    prog = lower_with_onnxruntime(model, (x,), 2)
     transposes = [k for k in prog.kernels if k.members[0] == "Transpose"]
     assert [k.variant for k in transposes] == [expected]
     assert transposes[0].op_class == "copy"
@@ -84,12 +81,7 @@ class _KeysTransposed(nn.Module):
 
 @pytest.mark.requires_onnxruntime
 def test_onnx_lowering_counts_a_transposes_mlas_calls() -> None:
-    pytest.importorskip("onnxruntime")
-    from ftmodel.frameworks.base import get_framework
-
-    fw = get_framework("onnxruntime")
-    assert fw.lower_model is not None
     x = torch.randn(4, 6, 16, 8)
-    prog = fw.lower_model(_KeysTransposed().eval(), (x,), 4, None, device="cpu", dtype="fp32")
+    prog = lower_with_onnxruntime(_KeysTransposed().eval(), (x,), 4)
     transposes = [k for k in prog.kernels if k.members[0] == "Transpose"]
     assert [(k.variant, k.planes) for k in transposes] == [(MLAS, 24)]
