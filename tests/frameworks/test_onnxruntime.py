@@ -151,6 +151,21 @@ def test_convolutions_carry_the_code_path_onnx_runtime_runs_them_on() -> None:
                  torch.randn(1, 1, 800)) == [NCHW_PATH, NCHW_PATH]
 
 
+def test_pools_take_their_code_path_as_variant() -> None:
+    # a 2-d max pool behind a blocked convolution runs on the NCHWc kernel; a 1-d one on MLAS's
+    # plain pooling, one channel at a time (a quarter of the blocked one's speed on the EPYC)
+    from ftmodel.frameworks.onnx_graph import NCHW_PATH, NCHWC_PATH
+
+    def paths(model: nn.Module, x: torch.Tensor) -> list[str]:
+        prog = ort_fw.lower_model(model.eval(), x, 2, ftmodel.trace(model, x, 2))
+        return [k.variant for k in prog.kernels if k.op_class == "pool"]
+
+    assert paths(nn.Sequential(nn.Conv2d(16, 16, 3), nn.MaxPool2d(2)),
+                 torch.randn(1, 16, 12, 12)) == [NCHWC_PATH]
+    assert paths(nn.Sequential(nn.Conv1d(8, 16, 3), nn.MaxPool1d(4), nn.AvgPool1d(2)),
+                 torch.randn(1, 8, 400)) == [NCHW_PATH, NCHW_PATH]
+
+
 def test_mlp_work_from_graph_shapes() -> None:
     model, b = _mlp(), 4
     prog = ort_fw.lower_model(model, torch.randn(1, IN), b)
