@@ -71,7 +71,7 @@ ORT_CONV1D_SAMPLES = 24  # 1-d convolutions ONNX Runtime's sweep times (6 with q
 def conv1d_samples(quick: bool, grid: SweepGrid) -> list[OpSample]:
     """1-d convolutions (:func:`~ftmodel.calibration.conv_configs.conv1d_configs`): ONNX Runtime
     runs them on its plain NCHW kernel (im2col and SGEMM), never on the NCHWc one its 2-d
-    samples mostly take (:func:`ftmodel.frameworks.onnx_graph.conv_path`)."""
+    samples mostly take (:func:`ftmodel.frameworks.onnx_graph.kernel_path`)."""
     out = []
     for b, cin, cout, length, k, stride, dilation in conv1d_configs(
             6 if quick else ORT_CONV1D_SAMPLES, grid):

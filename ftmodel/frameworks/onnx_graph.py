@@ -26,7 +26,7 @@ Counting semantics
   ``snchwc.cpp``). On the Intel Xeon the 512-channel
   3x3 convolutions of ResNet-34 at batch 16 on a 3-px map ran at 97 GMAC/s against 200 for
   the same MACs on a 24-px map, where weights were counted once.
-* **Variants**: convolutions and pools their code path (:func:`conv_path`: ``nchwc``, the
+* **Variants**: convolutions and pools their code path (:func:`kernel_path`: ``nchwc``, the
   NCHWc transformer's blocked kernel, or ``nchw``, the plain one that every 1-d one takes),
   each priced on ONNX Runtime's curve of that path where the profile has one; transcendental
   ops ``math``; layer norms ``layer``, the fused residual ones ``skip``
@@ -76,7 +76,7 @@ from ftmodel.frameworks.ort_broadcast import BROADCAST_OPS, broadcast_spans
 from ftmodel.frameworks.ort_transpose import mlas_calls, transpose_variant
 from ftmodel.tracing.rnn_variants import recurrent_share, rnn_variant
 
-__all__ = ["NCHWC_PATH", "NCHW_PATH", "SKIP_OPS", "VIEW_OPS", "classify_node", "conv_path",
+__all__ = ["NCHWC_PATH", "NCHW_PATH", "SKIP_OPS", "VIEW_OPS", "classify_node", "kernel_path",
            "lower_onnx", "op_class_of"]
 
 # ONNX Runtime's domain for the NCHWc-blocked CPU kernels its layout transformer inserts
@@ -253,19 +253,20 @@ def _topological(nodes: Sequence[Any], available: set[str]) -> list[Any]:
 def _weights_per_image(node: Any) -> bool:
     """Whether the node's kernel streams its weights once per image: an NCHWc convolution
     (MLAS's work items are per image)."""
-    return bool(node.op_type == "Conv" and conv_path(node) == NCHWC_PATH)
+    return bool(node.op_type == "Conv" and kernel_path(node) == NCHWC_PATH)
 
 
-def conv_path(node: Any) -> str:
+def kernel_path(node: Any) -> str:
     """The code path ONNX Runtime's CPU provider runs a convolution or pool node on:
     :data:`NCHWC_PATH` for the NCHWc transformer's blocked kernels (``com.microsoft.nchwc::Conv``,
     which it makes of 2-d convolutions only, with static float weights, and the pools it moves
     into the blocked layout, ``com.microsoft.nchwc::MaxPool``, ``...::GlobalAveragePool``),
     :data:`NCHW_PATH` for every other one (``Conv``, ``FusedConv``: ``MlasConv``, im2col and
-    one SGEMM per image and group, or the SGEMM alone for a 1x1 convolution; ``MaxPool``,
-    ``AveragePool``: ``MlasPool``, one channel at a time), every 1-d one among them. A 1-d max
-    pool of window 4 on 64 channels ran at a quarter of the speed ONNX Runtime's pool curve of
-    mostly blocked 2-d pools gave it (AMD EPYC Zen 4, 2 threads, 1.3-20 MB)."""
+    one SGEMM per image and group, or the SGEMM alone for a 1x1 convolution; pools left outside
+    the blocked layout: ``MlasPool``, or ORT's own loop for a max pool that writes its indices,
+    one channel at a time), every 1-d one among them. A 1-d max pool of window 4 on 64 channels
+    ran at a quarter of the speed ONNX Runtime's pool curve of mostly blocked 2-d pools gave it
+    (AMD EPYC Zen 4, 2 threads, 1.3-20 MB)."""
     return NCHWC_PATH if node.domain == NCHWC_DOMAIN else NCHW_PATH
 
 
@@ -343,7 +344,7 @@ def lower_onnx(optimized: Any, *, framework: str, batch: int | None,
             w, r = _numel(ins[1]) if ins[1] else 0, _numel(ins[2]) if ins[2] else 0
             variant = rnn_variant(steps * dirs, recurrent_share(w, r), dirs)
         if node.op_type in ("Conv", "FusedConv") or op_class == "pool":  # NCHWc or plain NCHW
-            variant = conv_path(node)
+            variant = kernel_path(node)
         planes = 0  # inner calls a kernel loops over (Kernel.planes), where ORT makes many
         if node.op_type == "Transpose" and ins[0] is not None:  # ONNX Runtime's code path
             perm = [int(p) for p in attrs.get("perm") or range(len(ins[0]) - 1, -1, -1)]
