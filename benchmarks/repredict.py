@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from ftmodel.api import Predictor  # noqa: E402
 from ftmodel.frameworks.base import FRAMEWORKS, canonical_framework, get_framework  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
+from ftmodel.hardware.profile import HardwareProfile  # noqa: E402
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.current_speed import at_current_speed  # noqa: E402
 from ftmodel.speed import blended, nominal_host_reference_s, nominal_reference_s  # noqa: E402
@@ -53,6 +54,21 @@ def _stats(pred: np.ndarray, meas: np.ndarray) -> str:
     ape = np.abs(pred - meas) / meas
     return (f"median APE {np.median(ape):.1%}, P90 {np.quantile(ape, 0.9):.1%}, "
             f"ρ {spearmanr(pred, meas).statistic:.3f}, ratio {np.median(pred / meas):.2f}")
+
+
+def _with_in_model(profile: HardwareProfile, fw: str, terms: str) -> HardwareProfile:
+    """``profile`` with ``fw``'s in-model terms replaced by ``terms`` ("name:value,...")."""
+    host = profile.host
+    if host is None or fw not in host.frameworks:
+        raise SystemExit(f"--in-model: the profile has no host part for {fw!r}")
+    try:
+        new = {k.strip(): float(v) for k, v in (t.split(":") for t in terms.split(",") if t)}
+    except ValueError:
+        raise SystemExit(f"--in-model {terms!r}: expected name:value pairs separated by commas, "
+                         "e.g. device_scale_other:1.0") from None
+    fh = host.frameworks[fw]
+    return dataclasses.replace(profile, host=dataclasses.replace(host, frameworks={
+        **host.frameworks, fw: dataclasses.replace(fh, in_model={**fh.in_model, **new})}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="simulate glibc's heap over every allocation the framework's Program "
                          "carries, as for eager (an ablation for a framework whose small "
                          "allocations are not simulated: inductor)")
+    ap.add_argument("--in-model", default="",
+                    help="comma-separated term:value pairs replacing the framework's in-model "
+                         "terms (an ablation: device_scale_other:1 prices kernels without MACs "
+                         "as their curves say)")
     ap.add_argument("--speed-exponents", default="1",
                     help="comma-separated: price a corpus run's probes with each reference "
                          "moved this part of the way from the profile's speed (1: the probe, "
@@ -106,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                              "profile with a host half and a byte count >= 0")
         profile = dataclasses.replace(profile, host=dataclasses.replace(
             profile.host, mmap_threshold_bytes=args.mmap_threshold_bytes))
+    if args.in_model:
+        profile = _with_in_model(profile, canonical_framework(fw), args.in_model)
     if args.simulate_heap:
         FRAMEWORKS[canonical_framework(fw)] = dataclasses.replace(
             get_framework(fw), allocations_known=True)

@@ -97,7 +97,8 @@ from ftmodel.estimate.glibc_heap import GlibcHeap, GlibcMalloc, process_start
 from ftmodel.program import Kernel
 from ftmodel.tracing.variants import ONEDNN_VARIANTS
 
-__all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "StreamPass", "allocations",
+__all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "StreamPass",
+           "allocation_faults", "allocations",
            "mapped_page_faults", "page_faults", "process_start", "stream_page_faults"]
 
 # op classes whose oneDNN kernels (variants ONEDNN_VARIANTS) allocate scratch buffers per call
@@ -149,11 +150,12 @@ def allocations(kernels: Sequence[Kernel],
     return out
 
 
-def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
-                passes: int = 3) -> np.ndarray:
-    """Minor page faults each kernel of one steady-state forward pass makes under glibc's
-    malloc (the faults of the storages it allocates), as an array of ``len(kernels)``, from
-    ``cfg``'s thresholds (glibc's initial ones by default; :func:`process_start`)."""
+def allocation_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
+                      passes: int = 3) -> list[tuple[Allocation, int]]:
+    """Each of :func:`allocations`' storages and scratch buffers (a negative ``sid``) with the
+    minor page faults it makes in the last of ``passes`` simulated forward passes under glibc's
+    malloc, from ``cfg``'s thresholds (glibc's initial ones by default; :func:`process_start`),
+    in the order they are allocated."""
     cfg = cfg or GlibcMalloc()
     allocs = allocations(kernels, cfg.mmap_threshold_max_bytes)
     starts: dict[int, list[Allocation]] = {}
@@ -162,17 +164,28 @@ def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
         starts.setdefault(a.start, []).append(a)
         ends.setdefault(a.end, []).append(a)
     heap = GlibcHeap(cfg)
-    faults = np.zeros(len(kernels), dtype=np.float64)
-    for p in range(max(1, passes)):
-        faults[:] = 0.0
+    out: list[tuple[Allocation, int]] = []
+    for _ in range(max(1, passes)):
+        out = []
         live: dict[int, tuple[int, int, bool]] = {}
         for i in range(len(kernels)):
             for a in starts.get(i, ()):
                 addr, size, mm, n = heap.memalign(a.size_bytes)
                 live[a.sid] = (addr, size, mm)
-                faults[i] += n
+                out.append((a, n))
             for a in ends.get(i, ()):
                 heap.free(*live.pop(a.sid))
+    return out
+
+
+def page_faults(kernels: Sequence[Kernel], cfg: GlibcMalloc | None = None,
+                passes: int = 3) -> np.ndarray:
+    """Minor page faults each kernel of one steady-state forward pass makes under glibc's
+    malloc (the faults of the storages it allocates), as an array of ``len(kernels)``, from
+    ``cfg``'s thresholds (glibc's initial ones by default; :func:`process_start`)."""
+    faults = np.zeros(len(kernels), dtype=np.float64)
+    for a, n in allocation_faults(kernels, cfg, passes):
+        faults[a.start] += n
     return faults
 
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from ftmodel.estimate.allocator import (GlibcMalloc, allocations, mapped_page_faults, page_faults,
-                                        process_start)
+from ftmodel.estimate.allocator import (GlibcMalloc, allocation_faults, allocations,
+                                        mapped_page_faults, page_faults, process_start)
 from ftmodel.hardware.profile import HardwareProfile
 from ftmodel.program import Kernel
 
@@ -104,6 +104,20 @@ def test_onednn_convolution_maps_its_reordered_weights_afresh_every_call() -> No
     slow = replace(conv, variant="slow2d")
     assert page_faults([head, slow, tail])[1] < w // 4096
 
+
+
+def test_faults_by_allocation_tell_a_convolutions_scratch_from_its_output() -> None:
+    # the 40 MiB weight copy (scratch: a negative id) faults in every page each call; the
+    # per-kernel faults are those of the allocations each kernel makes
+    w = 40 * MIB
+    conv = Kernel("conv", 1, w + MIB, MIB, "m", ("aten.convolution",), variant="mkldnn",
+                  bytes_weights=w, reads=((WEIGHTS, w), (0, MIB)), writes=((1, MIB),))
+    ks = [_kernel(((WEIGHTS, 4096),), ((0, MIB),)), conv, _kernel(((1, MIB),), ((2, 4096),))]
+    by_alloc = allocation_faults(ks)
+    weights = [n for a, n in by_alloc if a.sid < 0 and a.size_bytes == w]
+    assert len(weights) == 1 and weights[0] >= w // PAGE
+    per_kernel = [sum(n for a, n in by_alloc if a.start == i) for i in range(len(ks))]
+    assert per_kernel == page_faults(ks).tolist()
 
 def _prepacked_conv(w: int) -> Kernel:
     # a prepacked convolution copying ``w`` bytes of weights each call (Kernel.bytes_scratch);
