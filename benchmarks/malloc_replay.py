@@ -85,11 +85,13 @@ unsigned mlog_stop(const char *path) {
 BIG = 128 * 1024
 
 
-def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) -> None:
+def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str,
+           framework: str = "eager") -> None:
     import threading
 
     import torch
 
+    from ftmodel.frameworks.base import get_framework
     from ftmodel.tools.corpus import get_corpus_model
     from ftmodel.tracing.inputs import resolve_inputs
     torch.set_num_threads(2)
@@ -98,7 +100,11 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str) 
     lib = ctypes.CDLL(logger)
     lib.mlog_stop.argtypes = [ctypes.c_char_p]
 
+    runner = get_framework(framework).runner
+
     def call_at(b: int):  # type: ignore[no-untyped-def]
+        if runner is not None:  # a framework that builds its own artifact (inductor, ...)
+            return runner(model, zm.make_inputs, b)
         inp = resolve_inputs(model, zm.make_inputs(b), b)
 
         def fn() -> object:
@@ -171,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, help="a CPU profile (the trace's lowering)")
     ap.add_argument("--models", default="", help="name:batch,... (corpus models)")
     ap.add_argument("--prior", default="1,4", help="batches each process runs first")
+    ap.add_argument("--framework", default="eager",
+                    help="the framework whose runner the child calls and whose lowering the "
+                         "trace columns show (eager's by default)")
     ap.add_argument("--passes", type=int, default=4, help="passes of each replay")
     ap.add_argument("--as-aligned", action="store_true",
                     help="replay every logged allocation as a posix_memalign (the large chunks' "
@@ -184,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     prior = [int(b) for b in args.prior.split(",") if b]
     if args.child:
         name, batch, logger, log = args.child
-        _child(name, int(batch), [b for b in prior if b != int(batch)], logger, log)
+        _child(name, int(batch), [b for b in prior if b != int(batch)], logger, log,
+               args.framework)
         return 0
     if not args.models:
         ap.error("--models is required (name:batch,...)")
@@ -202,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- command: `python benchmarks/malloc_replay.py --profile {args.profile} --models "
              + args.models
              + f" --prior {args.prior} --passes {args.passes}"
+             + (f" --framework {args.framework}" if args.framework != "eager" else "")
              + (" --as-aligned`" if args.as_aligned else "`"),
              "- replayed: " + ("every logged allocation as a `posix_memalign(64, n)`"
                                if args.as_aligned else
@@ -231,13 +242,14 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
         if args.profile is None:
             ap.error("--profile is required")
-        predictor = Predictor("eager", args.profile, heap="plain")
+        predictor = Predictor(args.framework, args.profile, heap="plain")
         for spec in args.models.split(","):
             name, _, b = spec.partition(":")
             batch = int(b or 1)
             log = str(Path(tmp, "log.txt"))
             env = {**os.environ, "LD_PRELOAD": str(lib), "OMP_NUM_THREADS": "2"}
-            res = subprocess.run([sys.executable, __file__, "--prior", args.prior, "--child",
+            res = subprocess.run([sys.executable, __file__, "--prior", args.prior,
+                                  "--framework", args.framework, "--child",
                                   name, str(batch), str(lib), log], env=env, check=True,
                                  capture_output=True, text=True)
             out = json.loads(res.stdout.strip().splitlines()[-1])
