@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import resource
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -39,36 +36,26 @@ from ftmodel.frameworks.base import FRAMEWORKS, canonical_framework, get_framewo
 from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.program import Kernel  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
-from ftmodel.tracing.inputs import resolve_inputs  # noqa: E402
+from ftmodel.tools.user_models import load_model, parse_input_shape  # noqa: E402
+from ftmodel.tools.validation import eager_call  # noqa: E402
+from ftmodel.tracing.inputs import InputSpec, resolve_inputs  # noqa: E402
 
 
-def _model(spec: str, shape: str | None) -> tuple[torch.nn.Module, Callable[[int], Any]]:
+def _model(spec: str, shape: str | None) -> tuple[torch.nn.Module, InputSpec]:
+    """A corpus model by name, else any spec ``ftmodel validate`` takes (``file.py:factory``
+    with ``--input-shape``, ``timm:...``)."""
     if ":" not in spec:
         zm = get_corpus_model(spec)
         return zm.build().eval(), zm.make_inputs
-    path, factory = spec.rsplit(":", 1)
-    if not shape:
-        raise SystemExit(f"{spec!r} is a file: give one sample's shape with --input-shape")
-    loader = importlib.util.spec_from_file_location("heap_by_kind_model", path)
-    if loader is None or loader.loader is None:
-        raise SystemExit(f"cannot load {path!r}: expected a Python file")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    dims = [int(d) for d in shape.split("x")]
-    return getattr(module, factory)().eval(), lambda b: torch.randn(b, *dims)
+    return load_model(spec, input_shape=parse_input_shape(shape) if shape else None)
 
 
-def measured_faults(model: torch.nn.Module, make: Callable[[int], Any], framework: str,
+def measured_faults(model: torch.nn.Module, inputs: InputSpec, framework: str,
                     batch: int) -> float:
     """Minor page faults per call of ``model`` under ``framework`` at ``batch``, here."""
     fw = get_framework(framework)
-    fn = fw.runner(model, make, batch) if fw.runner else None
-    if fn is None:
-        inp = resolve_inputs(model, make(batch), batch)
-
-        def fn() -> object:
-            with torch.no_grad():
-                return model(*inp.args, **inp.kwargs)
+    fn = (fw.runner(model, inputs, batch) if fw.runner is not None
+          else eager_call(model, resolve_inputs(model, inputs, batch)))
     for _ in range(5):
         fn()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -93,6 +93,7 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str,
 
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tools.corpus import get_corpus_model
+    from ftmodel.tools.validation import eager_call
     from ftmodel.tracing.inputs import resolve_inputs
     torch.set_num_threads(2)
     zm = get_corpus_model(name)
@@ -105,12 +106,7 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str,
     def call_at(b: int):  # type: ignore[no-untyped-def]
         if runner is not None:  # a framework that builds its own artifact (inductor, ...)
             return runner(model, zm.make_inputs, b)
-        inp = resolve_inputs(model, zm.make_inputs(b), b)
-
-        def fn() -> object:
-            with torch.no_grad():
-                return model(*inp.args, **inp.kwargs)
-        return fn
+        return eager_call(model, resolve_inputs(model, zm.make_inputs(b), b))
 
     for b in prior:
         warm = call_at(b)
