@@ -54,7 +54,9 @@ class Kernel:
     planes: int = 0
     # bytes of a buffer the kernel allocates and frees inside its own call, apart from its
     # operands (a frozen TorchScript graph's oneDNN convolution copies its weights into one on
-    # every call: ftmodel.tracing.variants.prepacked_reorders_weights); the same at any batch.
+    # every call: ftmodel.tracing.variants.prepacked_reorders_weights; oneDNN one of an
+    # inductor convolution's channels-last weights: channels_last_reorders_weights); the same
+    # at any batch.
     # Followed by ftmodel.estimate.allocator in a plain process
     bytes_scratch: int = 0
     # bytes of input a pool's windows read, each window's in full (ftmodel.tracing.windows);

@@ -45,13 +45,17 @@ Counting semantics
   input reorder of a channel-aligned one (``docs/accuracy.md``).
 * A kernel's own scratch buffer (``Kernel.bytes_scratch``: the weight-sized copy a frozen
   TorchScript graph's prepacked convolution makes on every call,
-  :func:`ftmodel.tracing.variants.prepacked_reorders_weights`) is allocated for its duration
-  too, before an eager oneDNN convolution's two, unless it is above glibc's mmap ceiling: such
-  a copy would be mapped afresh on every call from the empty heap this simulation starts from,
-  but freezing grows the main heap by the graph's weights and frees intermediate copies inside
-  it, and Wide-ResNet-50-2's 36 MiB copies came from that free space in 7 of 10 plain
-  processes (malloc-logged and corpus runs, AMD EPYC), mapped afresh in the others; they are
-  left out (no faults, no effect on the heap).
+  :func:`ftmodel.tracing.variants.prepacked_reorders_weights`, and the one oneDNN makes of an
+  inductor convolution's channels-last weights,
+  :func:`ftmodel.tracing.variants.channels_last_reorders_weights`) is allocated for its duration
+  too, before an eager oneDNN convolution's two, unless a frozen graph's copy is above glibc's
+  mmap ceiling: such a copy would be mapped afresh on every call from the empty heap this
+  simulation starts from, but freezing grows the main heap by the graph's weights and frees
+  intermediate copies inside it, and Wide-ResNet-50-2's 36 MiB copies came from that free
+  space in 7 of 10 plain processes (malloc-logged and corpus runs, AMD EPYC), mapped afresh in
+  the others; they are left out (no faults, no effect on the heap). Inductor's are mapped
+  afresh on every call (the same network at batch 4: three 36 MiB copies per call beside its
+  wrapper's 36 MiB buffer, 41,444 faults measured).
 * Free chunks are reused best-fit and coalesce with free neighbours; a free of 64 KiB or more
   (after coalescing) trims a top chunk above the trim threshold. Chunks of at most 1040 bytes
   go to the thread cache first (7 per size, never coalesced, so they pin the heap; padded
@@ -74,9 +78,20 @@ Counting semantics
   chunks here), transparent huge pages.
 * Kernels without operand identities (``Kernel.writes`` empty: ONNX Runtime) allocate
   nothing here. TorchScript's come from its graph walk (each node's output storage). Inductor's
-  kernels carry their wrapper's buffers, but predictions do not simulate the heap for them
-  (``Framework.allocations_known`` is false): on the corpus's tuning half that gave thousands
-  of faults per call where inductor's plain processes measured none (AMD EPYC). On the Intel
+  kernels carry their wrapper's buffers and their convolutions' weight copies (a ResNet-34's
+  call at batch 4 makes the same 75 allocations of 128 KiB or more as a malloc log of the real
+  call shows), but predictions do not simulate the heap for them
+  (``Framework.allocations_known`` is false). The buffers are right, where the heap starts is
+  not: ``torch.compile`` itself frees mapped chunks in the user's process (its own, not the
+  model's: 1.9 MB in an MLP's or a TCN's compile at batch 1, 3.9 MB in DistilBERT's or
+  GPT-2's, 4.2 MB in an LSTM language model's; ``benchmarks/mmap_threshold_history.py``, AMD
+  EPYC), which raises the mmap and trim thresholds above those after ``import torch``; from
+  there, glibc keeps in the heap what the simulation trims: transformers, recurrent nets and
+  a TCN at batch 4 fault 1,100-9,300 pages per call simulated where their processes measured
+  0-2,000. On the corpus's tuning half the simulation
+  took inductor from 11.4% to 12.2% median APE (P90 28.2% to 34.9%; calibration 110), though
+  the convolutional nets' simulated faults came within 2x of those measured at 24 of their 30
+  points (19 without the weight copies). On the Intel
   Xeon VM (calibration x22) they did fault, at batch 16 above all (1,500-41,000 pages per call
   for 10 of 19 models), but simulated they faulted at batches 1 and 4 too, where the processes
   measured none, and the tuning half went from 10.3% to 13.4% median APE (P90 34.0% to
@@ -95,7 +110,7 @@ import numpy as np
 
 from ftmodel.estimate.glibc_heap import GlibcHeap, GlibcMalloc, process_start
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import ONEDNN_VARIANTS
+from ftmodel.tracing.variants import ONEDNN_VARIANTS, PREPACKED_VARIANTS
 
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "StreamPass",
            "allocation_faults", "allocations",
@@ -118,8 +133,9 @@ class Allocation:
 def allocations(kernels: Sequence[Kernel],
                 scratch_ceiling_bytes: int | None = None) -> list[Allocation]:
     """The storages ``kernels`` allocate, from their operand identities (see the module's
-    counting semantics); a kernel's own scratch buffer above ``scratch_ceiling_bytes`` (glibc's
-    mmap ceiling, where the simulation passes it) is left out."""
+    counting semantics); a frozen graph's prepacked convolution's scratch buffer above
+    ``scratch_ceiling_bytes`` (glibc's mmap ceiling, where the simulation passes it) is left
+    out."""
     first_write: dict[int, int] = {}
     read_before: set[int] = set()
     last: dict[int, int] = {}
@@ -139,7 +155,8 @@ def allocations(kernels: Sequence[Kernel],
     scratch_sid = -1  # storages never have negative ids
     for i, k in enumerate(kernels):
         own = k.bytes_scratch
-        fits = scratch_ceiling_bytes is None or own <= scratch_ceiling_bytes
+        fits = (scratch_ceiling_bytes is None or own <= scratch_ceiling_bytes
+                or k.variant not in PREPACKED_VARIANTS)
         scratch = [own] if k.writes and fits else []
         if k.op_class in ONEDNN_SCRATCH_CLASSES and k.variant in ONEDNN_VARIANTS and k.writes:
             scratch += [k.bytes_weights, k.bytes_written]  # reordered weights, blocked output

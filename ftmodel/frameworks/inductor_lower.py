@@ -64,7 +64,8 @@ from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name
                                               parse_wrapper)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.records import OpRecord, Trace
-from ftmodel.tracing.variants import channels_last_conv_variant
+from ftmodel.tracing.variants import (channels_last_conv_variant,
+                                      channels_last_reorders_weights)
 
 __all__ = ["NAME", "lower_code", "recurrent_paths"]
 
@@ -181,6 +182,14 @@ def _variant(op: Any, call: KernelCall) -> str:
         except Exception:  # noqa: BLE001 - no variant rather than no prediction
             return ""
 
+
+
+def _reordered_weights(call: KernelCall, variant: str) -> int:
+    """Bytes of the weights an extern convolution of ``variant`` copies on every call
+    (:func:`channels_last_reorders_weights`; its second argument), else 0."""
+    if not channels_last_reorders_weights(variant) or len(call.args) < 2:
+        return 0
+    return int(getattr(call.args[1], "nbytes", 0))
 
 def _positional(op: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
     """``args`` followed by the keyword arguments in the op's schema order (externs pass
@@ -313,7 +322,8 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
         members = tuple(f"aten.{t}" for t in tokens) if tokens else (call.name,)
         kernels.append(make_kernel(cls, macs, call.bytes_read, written, path,
                                    (call.name, *members) if tokens else members, dtype,
-                                   variant, weights, *_operands(call, storage_ids)))
+                                   variant, weights, *_operands(call, storage_ids),
+                                   bytes_scratch=_reordered_weights(call, variant)))
         prev_path = path
     kernels += _eager_kernels(trace, eager_paths, len(storage_ids))
     kt = tuple(kernels)

@@ -157,6 +157,20 @@ def test_a_scratch_buffer_above_the_mmap_ceiling_is_left_to_the_heap_freezing_le
     assert list(mapped_page_faults([head, conv, tail])) == [0.0, 0.0, 0.0]
 
 
+
+def test_an_inductor_convolutions_weight_copy_above_the_ceiling_is_mapped_every_call() -> None:
+    # oneDNN's copy of an inductor convolution's channels-last weights comes with no frozen
+    # heap to serve it: above glibc's mmap ceiling it is mapped afresh, all its pages faulted
+    # on every call, in the full simulation and in what predictions count without it
+    w = 40 * MIB
+    conv = replace(_prepacked_conv(w), variant="mkldnn_nhwc", members=("extern_kernels.conv",))
+    head = _kernel(((WEIGHTS, 4096),), ((0, MIB),))
+    tail = _kernel(((1, MIB),), ((2, 4096),))
+    assert w in [a.size_bytes for a in allocations([head, conv, tail], 32 * MIB)]
+    assert mapped_page_faults([head, conv, tail])[1] == w // PAGE
+    without = page_faults([head, replace(conv, bytes_scratch=0), tail])
+    assert page_faults([head, conv, tail])[1] - without[1] == pytest.approx(w / PAGE, abs=1)
+
 def test_mapped_faults_count_only_chunks_above_the_mmap_ceiling() -> None:
     # a 64 MiB buffer is mapped afresh each call (all its pages fault), a 16 MiB one may come
     # from the heap: only the first counts; the full simulation faults both in the first pass

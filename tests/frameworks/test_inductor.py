@@ -288,6 +288,31 @@ def test_extern_convolution_takes_eagers_backend_variant_on_channels_last_tensor
     assert sorted(ind_1d) == sorted(eager_1d)
 
 
+
+def test_channels_last_onednn_convolutions_copy_their_weights_on_every_call() -> None:
+    # oneDNN reorders the channels-last weights inductor hands aten into its blocked layout on
+    # every call: a weight-sized buffer of the convolution's own (Kernel.bytes_scratch), which
+    # the heap simulation allocates for its duration; contiguous 1-d convolutions get none here
+    from ftmodel.estimate.allocator import allocations
+    from ftmodel.tracing.variants import channels_last_reorders_weights
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 32, 1)).eval()
+    prog = _build(model, torch.randn(1, 3, 16, 16), 2).program
+    convs = [k for k in prog.kernels if k.op_class == "conv"]
+    assert len(convs) == 2 and all(channels_last_reorders_weights(k.variant) for k in convs)
+    assert sorted(k.bytes_scratch for k in convs) == [4 * 16 * 3 * 9, 4 * 32 * 16]
+    assert all(k.bytes_scratch == 0 for k in prog.kernels if k not in convs)
+    scratch = sorted(a.size_bytes for a in allocations(prog.kernels) if a.sid < 0)
+    assert scratch == [4 * 16 * 3 * 9, 4 * 32 * 16]
+
+    audio = nn.Sequential(nn.Conv1d(4, 16, 5), nn.ReLU()).eval()
+    prog_1d = _build(audio, torch.randn(1, 4, 64), 2).program
+    assert all(k.bytes_scratch == 0 for k in prog_1d.kernels)
+    assert not channels_last_reorders_weights("slow2d_nhwc")
+    assert not channels_last_reorders_weights("mkldnn")
+
 def test_name_tokens() -> None:
     vocab = frozenset({"_native_batch_norm_legit_no_training", "relu", "max_pool2d_with_indices",
                        "add", "convolution"})
