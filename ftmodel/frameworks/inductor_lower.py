@@ -27,6 +27,9 @@ Counting semantics
   every graph with a convolution channels-last (``GraphLowering.decide_layout_opt``) and hands
   the convolution to aten on channels-last tensors, priced on the profile's ``_nhwc`` curves
   where it has them. 1-d convolutions stay contiguous and keep eager's variant and curves.
+  A oneDNN one copies its channels-last weights into its blocked layout on every call: their
+  bytes are its ``Kernel.bytes_scratch``
+  (:func:`ftmodel.tracing.variants.channels_last_reorders_weights`).
 * **Op class** of a generated kernel from the aten ops in its descriptive name
   (``cpp_fused__native_batch_norm_legit_no_training_relu_1``): the most specific non-MAC class
   among them (softmax > norm > pool > reduction > embedding > elementwise > copy); a kernel
@@ -183,13 +186,13 @@ def _variant(op: Any, call: KernelCall) -> str:
             return ""
 
 
-
 def _reordered_weights(call: KernelCall, variant: str) -> int:
     """Bytes of the weights an extern convolution of ``variant`` copies on every call
     (:func:`channels_last_reorders_weights`; its second argument), else 0."""
     if not channels_last_reorders_weights(variant) or len(call.args) < 2:
         return 0
     return int(getattr(call.args[1], "nbytes", 0))
+
 
 def _positional(op: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
     """``args`` followed by the keyword arguments in the op's schema order (externs pass

@@ -6,7 +6,8 @@
   (:func:`channel_variant`) and whether a grouped convolution runs as im2col and a GEMM per
   group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, also whether
   they read more weights than input (:func:`prepacked_conv_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
-  channels-last tensors (:func:`channels_last_conv_variant`).
+  channels-last tensors (:func:`channels_last_conv_variant`), and whether oneDNN copies such a
+  one's weights on every call (:func:`channels_last_reorders_weights`).
 * Fused recurrent layers: in :mod:`ftmodel.tracing.rnn_variants`.
 * Batch norm: the (image, channel) planes it loops over one by one (:func:`planes_of`), read by
   the lowerings into ``Kernel.planes``.
@@ -342,7 +343,6 @@ def channels_last_conv_variant(args: Sequence[Any]) -> str:
     return conv_variant(cl).replace(NARROW_GEMM, "") + NHWC
 
 
-
 def channels_last_reorders_weights(variant: str) -> bool:
     """Whether a convolution of ``variant`` (:func:`channels_last_conv_variant`'s) copies its
     weights into a fresh buffer of their size on every call: oneDNN reorders the channels-last
@@ -353,6 +353,7 @@ def channels_last_reorders_weights(variant: str) -> bool:
     oneDNN one for each of the five such convolutions). Convolutions aten runs on other
     backends (``slow2d``: im2col and a GEMM) read the channels-last copy as it is."""
     return variant.startswith("mkldnn") and variant.endswith(NHWC)
+
 
 # ops that loop over their input's (image, channel) planes one by one, each plane a short
 # vectorised loop of its own: batch norm in inference (PyTorch's CPU kernel parallelises over
