@@ -37,8 +37,8 @@ from ftmodel.hardware.registry import load_profile  # noqa: E402
 from ftmodel.program import Kernel  # noqa: E402
 from ftmodel.tools.corpus import get_corpus_model  # noqa: E402
 from ftmodel.tools.user_models import load_model, parse_input_shape  # noqa: E402
-from ftmodel.tools.validation import eager_call  # noqa: E402
-from ftmodel.tracing.inputs import InputSpec, resolve_inputs  # noqa: E402
+from ftmodel.tools.validation import framework_call  # noqa: E402
+from ftmodel.tracing.inputs import InputSpec  # noqa: E402
 
 
 def _model(spec: str, shape: str | None) -> tuple[torch.nn.Module, InputSpec]:
@@ -53,9 +53,7 @@ def _model(spec: str, shape: str | None) -> tuple[torch.nn.Module, InputSpec]:
 def measured_faults(model: torch.nn.Module, inputs: InputSpec, framework: str,
                     batch: int) -> float:
     """Minor page faults per call of ``model`` under ``framework`` at ``batch``, here."""
-    fw = get_framework(framework)
-    fn = (fw.runner(model, inputs, batch) if fw.runner is not None
-          else eager_call(model, resolve_inputs(model, inputs, batch)))
+    fn = framework_call(get_framework(framework), model, inputs, batch)
     for _ in range(5):
         fn()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -93,20 +93,17 @@ def _child(name: str, batch: int, prior: list[int], logger: str, log_path: str,
 
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tools.corpus import get_corpus_model
-    from ftmodel.tools.validation import eager_call
-    from ftmodel.tracing.inputs import resolve_inputs
+    from ftmodel.tools.validation import framework_call
     torch.set_num_threads(2)
     zm = get_corpus_model(name)
     model = zm.build().eval()
     lib = ctypes.CDLL(logger)
     lib.mlog_stop.argtypes = [ctypes.c_char_p]
 
-    runner = get_framework(framework).runner
+    fw = get_framework(framework)
 
     def call_at(b: int):  # type: ignore[no-untyped-def]
-        if runner is not None:  # a framework that builds its own artifact (inductor, ...)
-            return runner(model, zm.make_inputs, b)
-        return eager_call(model, resolve_inputs(model, zm.make_inputs(b), b))
+        return framework_call(fw, model, zm.make_inputs, b)
 
     for b in prior:
         warm = call_at(b)

@@ -65,8 +65,7 @@ def _child(name: str, framework: str, batches: list[int], warmup: int) -> dict[s
     sys.path.insert(0, str(ROOT))
     from ftmodel.frameworks.base import get_framework
     from ftmodel.tools.corpus import get_corpus_model
-    from ftmodel.tools.validation import eager_call
-    from ftmodel.tracing.inputs import resolve_inputs
+    from ftmodel.tools.validation import framework_call
 
     zm = get_corpus_model(name)
     torch.manual_seed(0)
@@ -74,10 +73,7 @@ def _child(name: str, framework: str, batches: list[int], warmup: int) -> dict[s
     history["model built"] = smallest_mapped_request()
     fw = get_framework(framework)
     for b in batches:
-        if fw.runner is None:
-            fn = eager_call(model, resolve_inputs(model, zm.make_inputs(b), b))
-        else:
-            fn = fw.runner(model, zm.make_inputs, b)
+        fn = framework_call(fw, model, zm.make_inputs, b)
         history[f"b{b} built"] = smallest_mapped_request()
         for _ in range(warmup):
             fn()

@@ -25,10 +25,10 @@ from ftmodel.api import Predictor
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.frameworks.base import Framework, artifact_room
 from ftmodel.measure import measure_interleaved
-from ftmodel.tracing.inputs import ModelInputs, resolve_inputs
+from ftmodel.tracing.inputs import InputSpec, ModelInputs, resolve_inputs
 
 __all__ = ["LivePoint", "LiveModel", "compare_live", "compare_live_many", "eager_call",
-           "summarize", "macs_proxy"]
+           "framework_call", "summarize", "macs_proxy"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,16 @@ def eager_call(model: nn.Module, inp: ModelInputs) -> Callable[[], object]:
         with torch.no_grad():
             return model(*inp.args, **inp.kwargs)
     return run
+
+
+def framework_call(framework: Framework, model: nn.Module, inputs: InputSpec,
+                   batch: int) -> Callable[[], object]:
+    """A zero-argument callable running ``model`` once at ``batch`` on the CPU as a user of
+    ``framework`` would: the artifact its runner builds (the compiled module, the ONNX Runtime
+    session, ...), or for eager the module itself (:func:`eager_call`)."""
+    if framework.runner is not None:
+        return framework.runner(model, inputs, batch)
+    return eager_call(model, resolve_inputs(model, inputs, batch))
 
 
 def _limits(framework: Framework) -> contextlib.AbstractContextManager[Any]:

@@ -9,7 +9,8 @@ from torch import nn
 
 from ftmodel.api import Predictor
 from ftmodel.errors import InvalidArgumentError
-from ftmodel.tools.validation import LiveModel, compare_live_many
+from ftmodel.frameworks.base import get_framework
+from ftmodel.tools.validation import LiveModel, compare_live_many, framework_call
 
 
 def _mlp() -> nn.Module:
@@ -40,3 +41,13 @@ def test_gpu_profile_measures_on_the_gpu() -> None:
     pts = compare_live_many([lm], [1], Predictor("eager", "h100-sxm5"), rounds=2, round_s=0.001)
     assert pts[0].measured_s > 0
     assert next(lm.model.parameters()).device.type == "cuda"
+
+
+def test_framework_call_runs_eager_on_the_module_itself() -> None:
+    # eager has no runner: the call is the module's own forward on inputs resized to the batch,
+    # without autograd
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).eval()
+    x = torch.randn(1, 4)
+    out = framework_call(get_framework("eager"), model, x, 5)()
+    assert isinstance(out, torch.Tensor) and out.shape == (5, 3) and not out.requires_grad
