@@ -31,13 +31,15 @@ def kernel_between_batches(k1: Kernel, k2: Kernel, b: float, b1: float = 2.0) ->
                    weight_reads=max(1, lin(k1.weight_reads, k2.weight_reads)),
                    reads=operands(k1.reads, k2.reads), writes=operands(k1.writes, k2.writes),
                    planes=lin(k1.planes, k2.planes),
-                   bytes_window_reads=lin(k1.bytes_window_reads, k2.bytes_window_reads))
+                   bytes_window_reads=lin(k1.bytes_window_reads, k2.bytes_window_reads),
+                   bytes_transposed=lin(k1.bytes_transposed, k2.bytes_transposed))
 
 
 def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
     """Kernel ``k`` of a program at batch ``b0``, at batch ``b``: MACs, bytes written and bytes
     read other than weights in proportion to batch, weights as they are (read once per image
-    where the kernel does so, ``Kernel.weights_per_image``)."""
+    where the kernel does so, ``Kernel.weights_per_image``); of its transposed bytes, the
+    weights' as they are, the rest in proportion."""
     r = b / b0
 
     def per_batch(ops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
@@ -50,4 +52,6 @@ def kernel_at_batch(k: Kernel, b0: int, b: int) -> Kernel:
                    bytes_written=int(k.bytes_written * r), reads=reads,
                    writes=per_batch(k.writes), weight_reads=weight_reads,
                    planes=int(k.planes * r),
-                   bytes_window_reads=int(k.bytes_window_reads * r))
+                   bytes_window_reads=int(k.bytes_window_reads * r),
+                   bytes_transposed=int(min(k.bytes_transposed, k.bytes_weights)
+                                        + max(k.bytes_transposed - k.bytes_weights, 0) * r))

@@ -63,6 +63,13 @@ class Kernel:
     # in proportion to batch; 0 = not a pool, or not counted (then priced on its bytes).
     # Priced by a device profile's per-window curve where it has one (``pool@<op>:windows``)
     bytes_window_reads: int = 0
+    # bytes of operands the kernel reads in one memory order and writes, the same shape, in
+    # another (each counted once, as read; the copy writes as much): inductor's generated
+    # layout conversions (the channels-last copy of a convolution's weights on every call, of a
+    # graph's NCHW input); part of bytes_read / bytes_written. Priced on the profile's
+    # transpose curve where it has one (``<framework>/copy:transpose``,
+    # ftmodel.estimate.transposes), the rest of the kernel on its class's curve
+    bytes_transposed: int = 0
 
     @property
     def bytes_total(self) -> int:

@@ -62,11 +62,11 @@ Roofline profiles have their spec sheet's peaks.
 Work is MACs for matrix-like classes and bytes moved for the others, except a pool that counts
 the bytes its windows read (``Kernel.bytes_window_reads``): where the profile has its op's
 per-window curve (``pool@<op>:windows``, ``curves.WINDOWS``) it is read there at those bytes
-(its physics floor stays at the bytes it moves). Curves may be keyed by
-``<class>:<variant>`` (e.g. ``elementwise:inplace``, ``elementwise:math``) or, for
-transcendental ops whose cost differs several-fold, ``<class>@<op>`` (``elementwise@tanh``): a
-kernel uses the most specific curve the profile has (``@op`` → ``math`` → the class). An op class missing
-from the profile borrows a related class's data and the estimate warns.
+(its physics floor stays at the bytes it moves); a kernel's transposed bytes go on the
+framework's transpose curve. Curves may be keyed by ``<class>:<variant>`` (``elementwise:math``)
+or, for transcendental ops whose cost differs several-fold, ``<class>@<op>``
+(``elementwise@tanh``): a kernel uses the most specific curve the profile has (``@op`` →
+``math`` → the class). A class missing from the profile borrows a related one's data, warned.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ from ftmodel.estimate.curves import (LSTM_STEP_CURVE, PER_CALL, PER_PLANE, STEP_
 from ftmodel.estimate.peaks import OFF_WORK_AXIS, measured_peaks
 from ftmodel.estimate.roofline import Roofline, wave_factor
 from ftmodel.estimate.streaming import read_once, stream_mac_penalty
+from ftmodel.estimate.transposes import TransposedBytes
 from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
@@ -151,6 +152,7 @@ class DeviceModel:
                                                        monotone_in_bytes=not steps)
             else:
                 self._curves[name] = Roofline(dict(data.params))
+        self._transposes = TransposedBytes.of(self._curves, framework)
         # whether some of the framework's own curves lack cold samples (see
         # _borrow_cold_penalty); False for eager and every profile without own curves
         own = f"{framework}/"
@@ -216,8 +218,17 @@ class DeviceModel:
     def hot_cold_times_s(self, kernels: Sequence[Kernel], warnings: list[str] | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
         """(hot, cold) device seconds of each kernel, in order; cold = hot for classes without
-        cold-operand data. Each is a pure function of the kernel (cacheable per kernel)."""
+        cold-operand data; a pure function of the kernel (transposes: :mod:`~.transposes`)."""
         warns: list[str] = [] if warnings is None else warnings
+        if self._transposes is None:
+            return self._hot_cold(kernels, warns)
+        rest, idx, moved_s = self._transposes.split(kernels)
+        hot, cold = self._hot_cold(rest, warns)
+        hot[idx], cold[idx] = hot[idx] + moved_s, cold[idx] + moved_s
+        return hot, cold
+
+    def _hot_cold(self, kernels: Sequence[Kernel], warns: list[str]
+                  ) -> tuple[np.ndarray, np.ndarray]:
         n = len(kernels)
         if n == 0:
             return np.zeros(0), np.zeros(0)

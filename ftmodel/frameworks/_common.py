@@ -241,12 +241,15 @@ def make_kernel(op_class: str, macs: int, bytes_read: int, bytes_written: int,
                 reads: tuple[tuple[int, int], ...] = (),
                 writes: tuple[tuple[int, int], ...] = (), weight_reads: int = 1,
                 weights_per_image: bool = False, bytes_scratch: int = 0,
-                bytes_window_reads: int = 0, planes: int = 0) -> Kernel:
+                bytes_window_reads: int = 0, planes: int = 0,
+                bytes_transposed: int = 0) -> Kernel:
     """A Kernel; ``bytes_weights``, the operand identities ``reads``/``writes`` ((storage
     id, bytes) pairs), ``weight_reads`` of a kernel that reads its weights once per image
-    (``weights_per_image``), ``bytes_scratch``, ``bytes_window_reads`` and ``planes`` are kept
-    where this version of Kernel has the fields."""
+    (``weights_per_image``), ``bytes_scratch``, ``bytes_window_reads``, ``planes`` and
+    ``bytes_transposed`` are kept where this version of Kernel has the fields."""
     kw: dict[str, Any] = {}
+    if bytes_transposed and "bytes_transposed" in _KERNEL_FIELDS:
+        kw["bytes_transposed"] = int(bytes_transposed)
     if planes and "planes" in _KERNEL_FIELDS:
         kw["planes"] = int(planes)
     if bytes_window_reads and "bytes_window_reads" in _KERNEL_FIELDS:

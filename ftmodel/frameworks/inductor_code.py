@@ -40,6 +40,7 @@ _TRITON_PARAMS = re.compile(r"def\s+(\w+)\(([^)]*)\)")
 class _TensorInfo:
     shape: Shape
     dtype: str = "float32"
+    strides: Shape | None = None  # as the wrapper states them, where it does
 
     @property
     def nbytes(self) -> int:
@@ -75,6 +76,23 @@ class KernelCall:
     def bytes_written(self) -> int:
         return sum(t.nbytes for _, t in distinct_tensors(self.writes))
 
+    @property
+    def bytes_transposed(self) -> int:
+        """Bytes of the tensors this call reads in one memory order and writes, the same shape,
+        in another (each counted once, as read; the copy writes as much): a generated loop's
+        layout conversion, such as the channels-last copy of a convolution's weights inductor
+        makes on every call. 0 where the wrapper states no strides."""
+        writes = [t for _, t in distinct_tensors(self.writes) if t.strides is not None]
+        reads = [t for name, t in distinct_tensors(self.reads)
+                 if t.strides is not None and name not in dict(self.writes)]
+        moved = 0
+        for w in writes:
+            r = next((r for r in reads if r.shape == w.shape and _order(r) != _order(w)), None)
+            if r is not None:
+                reads.remove(r)
+                moved += r.nbytes
+        return moved
+
 
 def distinct_tensors(items: list[tuple[str, _TensorInfo]]) -> list[tuple[str, _TensorInfo]]:
     seen: dict[str, _TensorInfo] = {}
@@ -88,6 +106,21 @@ def _literal(node: ast.AST) -> Any:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):
         return None
+
+
+def _order(t: _TensorInfo) -> tuple[int, ...]:
+    """The tensor's dimensions from the outermost in memory to the innermost (size-1 ones left
+    out: their stride says nothing)."""
+    strides = t.strides or ()
+    dims = [d for d in range(len(t.shape)) if t.shape[d] != 1 and d < len(strides)]
+    return tuple(sorted(dims, key=lambda d: (-strides[d], d)))
+
+
+def _strides(args: list[ast.expr], i: int) -> Shape | None:
+    """The stride tuple a call states as its ``i``-th positional argument, if a literal."""
+    value = _literal(args[i]) if len(args) > i else None
+    return tuple(value) if isinstance(value, tuple) and all(
+        isinstance(v, int) for v in value) else None
 
 
 def _dtype_of(node: ast.AST | None) -> str:
@@ -157,7 +190,8 @@ class _Reader:
                                       if k.arg == "dtype"), "float32")
                         for tgt in st.targets:
                             if isinstance(tgt, ast.Name) and isinstance(shape, tuple):
-                                self.tensors[tgt.id] = _TensorInfo(tuple(shape), dtype)
+                                self.tensors[tgt.id] = _TensorInfo(
+                                    tuple(shape), dtype, _strides(st.value.args, 1))
 
     def call_body(self) -> list[ast.stmt]:
         for node in ast.walk(self.tree):
@@ -172,7 +206,8 @@ class _Reader:
             base = self.tensor(node.args[0])
             shape = _literal(node.args[1])
             if isinstance(shape, tuple):
-                return _TensorInfo(tuple(shape), base.dtype if base else "float32")
+                return _TensorInfo(tuple(shape), base.dtype if base else "float32",
+                                   _strides(node.args, 2))
         return None
 
     def _base_name(self, node: ast.AST) -> str:
@@ -210,7 +245,7 @@ class _Reader:
                     if isinstance(shape, tuple):
                         self.tensors[name] = _TensorInfo(
                             tuple(shape), _dtype_of(value.args[2] if len(value.args) > 2
-                                                    else None))
+                                                    else None), _strides(value.args, 1))
                 elif fn == "reinterpret_tensor":
                     t = self.tensor(value)
                     if t is not None:
@@ -224,16 +259,20 @@ class _Reader:
                 dtype = _dtype_of(args[3]) if fn == "assert_tensor_metadata" and \
                     len(args) > 3 else self.tensors.get(args[0].id, _TensorInfo(())).dtype
                 if isinstance(shape, tuple):
-                    self.tensors[args[0].id] = _TensorInfo(tuple(shape), dtype)
+                    self.tensors[args[0].id] = _TensorInfo(tuple(shape), dtype,
+                                                           _strides(args, 2))
             elif fn == "assert_size_stride_grouped" and len(args) >= 2 and \
                     isinstance(args[0], ast.Tuple):
                 shapes = _literal(args[1])
+                strides = _literal(args[2]) if len(args) > 2 else None
                 if isinstance(shapes, tuple):
-                    for n, s in zip(args[0].elts, shapes):
+                    for i, (n, s) in enumerate(zip(args[0].elts, shapes)):
                         if isinstance(n, ast.Name) and isinstance(s, tuple):
                             old = self.tensors.get(n.id)
-                            self.tensors[n.id] = _TensorInfo(tuple(s),
-                                                             old.dtype if old else "float32")
+                            st_i = (strides[i] if isinstance(strides, tuple) and i < len(strides)
+                                    and isinstance(strides[i], tuple) else None)
+                            self.tensors[n.id] = _TensorInfo(
+                                tuple(s), old.dtype if old else "float32", st_i)
 
     def kernel_call(self, st: ast.stmt) -> KernelCall | None:
         value = st.value if isinstance(st, (ast.Expr, ast.Assign)) else None

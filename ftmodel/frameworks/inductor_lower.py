@@ -30,6 +30,13 @@ Counting semantics
   A oneDNN one copies its channels-last weights into its blocked layout on every call: their
   bytes are its ``Kernel.bytes_scratch``
   (:func:`ftmodel.tracing.variants.channels_last_reorders_weights`).
+* **Transposed bytes** of a generated kernel (``Kernel.bytes_transposed``): the tensors it
+  reads in one memory order and writes, the same shape, in another, from the strides the
+  wrapper states (``empty_strided``, ``assert_size_stride``, ``reinterpret_tensor``). Without
+  freezing, inductor copies every convolution's weights (k x k > 1) into channels-last on every
+  call, fused into the kernel before the convolution, and a graph's NCHW input likewise; such a
+  copy runs 2-4x slower than a contiguous loop over the same bytes. A copy kernel that does only
+  that has the variant ``transpose``.
 * **Op class** of a generated kernel from the aten ops in its descriptive name
   (``cpp_fused__native_batch_norm_legit_no_training_relu_1``): the most specific non-MAC class
   among them (softmax > norm > pool > reduction > embedding > elementwise > copy); a kernel
@@ -67,7 +74,7 @@ from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name
                                               parse_wrapper)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.records import OpRecord, Trace
-from ftmodel.tracing.variants import (channels_last_conv_variant,
+from ftmodel.tracing.variants import (TRANSPOSE, channels_last_conv_variant,
                                       channels_last_reorders_weights)
 
 __all__ = ["NAME", "lower_code", "recurrent_paths"]
@@ -283,8 +290,10 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     for call in calls:
         tokens = name_tokens(call.name, _vocabulary()) if call.kind == "generated" else []
         if call.kind == "generated":
-            cls, macs, written, variant = (_generated_class(call, tokens), 0,
-                                           call.bytes_written, "")
+            cls = _generated_class(call, tokens)
+            # a layout prologue that reads every operand in one order, writes it in another
+            pure = cls == "copy" and 0 < call.bytes_read == call.bytes_transposed
+            cls, macs, written, variant = cls, 0, call.bytes_written, TRANSPOSE if pure else ""
         else:
             cls, macs, written, variant = _extern_cost(call)
         staged.append((call, cls, macs, written, tokens, variant))
@@ -326,7 +335,9 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
         kernels.append(make_kernel(cls, macs, call.bytes_read, written, path,
                                    (call.name, *members) if tokens else members, dtype,
                                    variant, weights, *_operands(call, storage_ids),
-                                   bytes_scratch=_reordered_weights(call, variant)))
+                                   bytes_scratch=_reordered_weights(call, variant),
+                                   bytes_transposed=call.bytes_transposed
+                                   if call.kind == "generated" else 0))
         prev_path = path
     kernels += _eager_kernels(trace, eager_paths, len(storage_ids))
     kt = tuple(kernels)

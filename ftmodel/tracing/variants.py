@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
-           "PADDED_REORDER", "PREPACKED_VARIANTS", "REF_ELTWISE", "WEIGHT_BOUND", "backend_threads",
+           "PADDED_REORDER", "PREPACKED_VARIANTS", "REF_ELTWISE", "TRANSPOSE", "WEIGHT_BOUND",
+           "backend_threads",
            "blocked_eltwise_variant", "channel_variant", "channels_last_conv_variant",
            "channels_last_reorders_weights",
            "conv_variant", "grouped_runs_gemm", "narrow_gemm", "planes_of",
@@ -104,6 +105,11 @@ REF_ELTWISE = "mkldnn_ref"
 # empty (padded_reorder_variant); a profile without a curve of such reorders prices them as
 # the other reorders back to a dense tensor
 PADDED_REORDER = "mkldnn_padded"
+# a generated kernel that only copies tensors into another memory order (inductor's
+# channels-last copies of a graph's input and of convolution weights; Kernel.bytes_transposed):
+# priced on the framework's transpose curve (``<framework>/copy:transpose``), which a fused
+# kernel's transposed bytes also take
+TRANSPOSE = "transpose"
 # what ends the variant of a grouped convolution that oneDNN runs as im2col and a GEMM per group
 # (:func:`grouped_runs_gemm`); a profile without curves of such convolutions prices them on the
 # curves of the variant without it (ftmodel.estimate.kernels)

@@ -313,6 +313,32 @@ def test_channels_last_onednn_convolutions_copy_their_weights_on_every_call() ->
     assert not channels_last_reorders_weights("slow2d_nhwc")
     assert not channels_last_reorders_weights("mkldnn")
 
+
+def test_channels_last_copies_of_the_input_and_of_kxk_weights_are_transposed_bytes() -> None:
+    # without freezing, inductor copies the graph's NCHW input and every convolution's k x k
+    # weights into channels-last on every call, and its channels-last result back to NCHW; a
+    # 1x1 convolution's weights are already in that order, and a 1-d network is contiguous
+    from ftmodel.tracing.variants import TRANSPOSE
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(32, 8, 1)).eval()
+    prog = _build(model, torch.randn(1, 3, 16, 16), 2).program
+    image, weights, out = 4 * 2 * 3 * 16 * 16, 4 * (16 * 3 * 9 + 32 * 16 * 9), 4 * 2 * 8 * 16 * 16
+    assert sum(k.bytes_transposed for k in prog.kernels) == image + weights + out
+    assert all(k.bytes_transposed == 0 for k in prog.kernels if k.op_class == "conv")
+    pure = [k for k in prog.kernels if k.variant == TRANSPOSE]
+    assert pure and all(k.op_class == "copy" and k.bytes_transposed == k.bytes_read
+                        for k in pure)
+    fused = [k for k in prog.kernels if k.bytes_transposed and k.variant != TRANSPOSE]
+    assert fused and all(k.bytes_transposed <= k.bytes_read for k in fused)
+
+    audio = nn.Sequential(nn.Conv1d(4, 16, 5), nn.ReLU(), nn.Conv1d(16, 16, 5)).eval()
+    assert all(k.bytes_transposed == 0
+               for k in _build(audio, torch.randn(1, 4, 64), 2).program.kernels)
+
+
 def test_name_tokens() -> None:
     vocab = frozenset({"_native_batch_norm_legit_no_training", "relu", "max_pool2d_with_indices",
                        "add", "convolution"})
