@@ -99,9 +99,9 @@ def main() -> None:
     lines = ["| sample | bytes read | channels-last copy µs | variant | contiguous scale µs "
              "| copy / scale |", "|---|---|---|---|---|---|"]
     for (label, nbytes, t, variant), (_, _, c, _) in zip(rows[True], rows[False]):
+        ratio = f"{t / c:.2f}" if c > 1e-8 else ""
         lines.append(f"| {label} | {nbytes:,.0f} | {t * 1e6:.1f} | {variant} | {c * 1e6:.1f} "
-                     f"| {t / c:.2f} |" if c > 1e-8 else
-                     f"| {label} | {nbytes:,.0f} | {t * 1e6:.1f} | {variant} | {c * 1e6:.1f} | |")
+                     f"| {ratio} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.table:

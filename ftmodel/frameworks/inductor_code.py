@@ -82,9 +82,10 @@ class KernelCall:
         in another (each counted once, as read; the copy writes as much): a generated loop's
         layout conversion, such as the channels-last copy of a convolution's weights inductor
         makes on every call. 0 where the wrapper states no strides."""
-        writes = [t for _, t in distinct_tensors(self.writes) if t.strides is not None]
+        written = dict(distinct_tensors(self.writes))
+        writes = [t for t in written.values() if t.strides is not None]
         reads = [t for name, t in distinct_tensors(self.reads)
-                 if t.strides is not None and name not in dict(self.writes)]
+                 if t.strides is not None and name not in written]
         moved = 0
         for w in writes:
             r = next((r for r in reads if r.shape == w.shape and _order(r) != _order(w)), None)

@@ -286,24 +286,24 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     records = ([r for r in trace.records if r.launches and not (
         eager_paths and _under(r.module_path, eager_paths))] if trace is not None else [])
     mac_records = [r for r in records if r.op_class in MAC_CLASSES]
-    staged: list[tuple[KernelCall, str, int, int, list[str], str]] = []
+    staged: list[tuple[KernelCall, str, int, int, list[str], str, int]] = []
     for call in calls:
         tokens = name_tokens(call.name, _vocabulary()) if call.kind == "generated" else []
+        moved = call.bytes_transposed if call.kind == "generated" else 0
         if call.kind == "generated":
-            cls = _generated_class(call, tokens)
+            cls, macs, written = _generated_class(call, tokens), 0, call.bytes_written
             # a layout prologue that reads every operand in one order, writes it in another
-            pure = cls == "copy" and 0 < call.bytes_read == call.bytes_transposed
-            cls, macs, written, variant = cls, 0, call.bytes_written, TRANSPOSE if pure else ""
+            variant = TRANSPOSE if cls == "copy" and 0 < call.bytes_read == moved else ""
         else:
             cls, macs, written, variant = _extern_cost(call)
-        staged.append((call, cls, macs, written, tokens, variant))
+        staged.append((call, cls, macs, written, tokens, variant, moved))
     n_mac = sum(1 for _, cls, *_ in staged if cls in MAC_CLASSES)
     pair_macs = bool(mac_records) and n_mac == len(mac_records)
     kernels: list[Kernel] = []
     storage_ids: dict[tuple[int, str], int] = {}
     cursor, mac_i, prev_path = 0, 0, ""
     index_of = {id(r): i for i, r in enumerate(records)}
-    for call, cls, macs, written, tokens, variant in staged:
+    for call, cls, macs, written, tokens, variant, moved in staged:
         path = prev_path
         if cls in MAC_CLASSES:
             if mac_i < len(mac_records):
@@ -336,8 +336,7 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
                                    (call.name, *members) if tokens else members, dtype,
                                    variant, weights, *_operands(call, storage_ids),
                                    bytes_scratch=_reordered_weights(call, variant),
-                                   bytes_transposed=call.bytes_transposed
-                                   if call.kind == "generated" else 0))
+                                   bytes_transposed=moved))
         prev_path = path
     kernels += _eager_kernels(trace, eager_paths, len(storage_ids))
     kt = tuple(kernels)
