@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from ftmodel.calibration.dispatch import (INDUCTOR_PATTERNS, compiled_host_programs,
                                          fit_event_costs, pass_medians)
 from ftmodel.errors import FrameworkUnsupported
+from ftmodel.estimate.guards import GuardRow, guard_prices_s
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.host_priors import TRITON_CLASSES
 from ftmodel.hardware.profile import FrameworkHost
+from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
 from ftmodel.measure import measure_interleaved
 from ftmodel.tracing.dispatch import trace
 
@@ -50,6 +52,8 @@ def fit_framework_costs(framework: str, device_type: str, event_counts: list[dic
     for counts in event_counts:
         merged = {PER_CALL: 1}
         for kind, n in counts.items():
+            if kind.startswith("guard:"):  # priced by FrameworkHost.guards, not fitted
+                continue
             key = TRITON if kind in tied else kind
             merged[key] = merged.get(key, 0) + n
         columns.append(merged)
@@ -113,15 +117,20 @@ def time_framework_programs(programs: FrameworkPrograms, device: str, rounds: in
 
 
 def fit_framework_passes(programs: FrameworkPrograms,
-                         passes: Sequence[Mapping[str, tuple[float, float]]]) -> FrameworkHost:
+                         passes: Sequence[Mapping[str, tuple[float, float]]],
+                         guards: tuple[GuardRow, ...] = ()) -> FrameworkHost:
     """The framework's host costs from its programs timed once or more (``passes``): each
     program's time is the median of its passes', the costs are fitted to those medians
     (:func:`fit_framework_costs`), and every pass's time is kept in the program's sample
-    (``pass_time_s``) when there is more than one."""
+    (``pass_time_s``) when there is more than one. ``guards`` (dynamo's, measured by
+    :mod:`ftmodel.calibration.guards`): what a program's guards cost warm is taken off its time
+    before the fit, and the rows go into the result."""
     rows = {n: pass_medians(n, passes) for n in programs.run}
+    per_tensor, per_module = guard_prices_s(guards, 0.0)
+    own = [float(r["time_s"]) - per_tensor * programs.events[n].get(GUARD_TENSOR, 0)
+           - per_module * programs.events[n].get(GUARD_MODULE, 0) for n, r in rows.items()]
     fit, per_call = fit_framework_costs(programs.framework, programs.device_type,
-                                        [programs.events[n] for n in rows],
-                                        [r["time_s"] for r in rows.values()])
+                                        [programs.events[n] for n in rows], own)
     samples = tuple({"program": n, "events": programs.events[n], **r,
                      "build_s": round(programs.build_s[n], 3)} for n, r in rows.items())
-    return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples)
+    return FrameworkHost(per_event_s=fit, per_call_s=per_call, samples=samples, guards=guards)

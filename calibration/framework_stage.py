@@ -1,7 +1,8 @@
 """The stages of a calibration for one framework other than eager (onnxruntime, torchscript,
 inductor; cudagraphs on a GPU).
 
-In order (:mod:`ftmodel.calibration.suite` says why each is done as it is): chained tiny-op
+In order (:mod:`ftmodel.calibration.suite` says why each is done as it is): for inductor on a
+CPU, what dynamo's guards cost per tensor and module (:mod:`ftmodel.calibration.guards`); chained tiny-op
 programs built and run through the framework's own runner and their events counted by its own
 lowering (:mod:`ftmodel.calibration.framework_host`); on a CPU, the framework's own op curves
 (:mod:`ftmodel.calibration.framework_ops`; ONNX Runtime's cost per inner call,
@@ -24,11 +25,13 @@ from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.framework_host import (build_framework_programs, fit_framework_passes,
                                                 time_framework_programs)
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curves
+from ftmodel.calibration.guards import measure_guards
 from ftmodel.calibration.in_model_cpu import (InModelNetworks, Key, fit_in_model_stage,
                                                 in_model_networks, measure_in_model)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ort_loops import ort_loop_curves
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
+from ftmodel.estimate.guards import GuardRow
 from ftmodel.hardware.profile import FrameworkHost
 
 __all__ = ["framework_stage"]
@@ -40,6 +43,11 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
     t0 = time.time()
     cpu = run.device == "cpu"
     built = build_framework_programs(fw_name, run.device, run.quick)
+    guards: tuple[GuardRow, ...] = ()
+    if fw_name == "inductor" and cpu:  # dynamo's guards, before the host fit that uses them
+        guards, guard_raw = measure_guards(run.quick, run.rounds)
+        run.provenance["inductor_guards"] = guard_raw
+        run.bar.step(f"{fw_name} guards", 1)
     fw_passes: list[dict[str, tuple[float, float]]] = []
     nets: list[InModelNetworks] = []  # a CPU's synthetic networks, built after pass 1
     net_passes: list[dict[Key, float]] = []
@@ -50,7 +58,7 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
         fw_passes.append(time_framework_programs(built, run.device, run.rounds,
                                                  run.round_s))
         run.bar.step(f"{fw_name} host programs", 1)
-        fitted = fit_framework_passes(built, fw_passes)
+        fitted = fit_framework_passes(built, fw_passes, guards)
         run.set_framework(fw_name, fitted)
         if cpu:
             if not nets:

@@ -152,7 +152,7 @@ def _fitted(fh: FrameworkHost, nets: InModelNetworks,
          **({"pass_time_s": list(pass_times[r[0]])} if len(pass_times.get(r[0], ())) > 1
             else {})}
         for r in rows)
-    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
+    return replace(fh, samples=samples, in_model=coef)
 
 
 def fit_in_model_stage(partial: HardwareProfile, fh: FrameworkHost, nets: InModelNetworks,

@@ -29,7 +29,7 @@ measure), launch latency and sync cost (the device profile's).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -204,4 +204,4 @@ def in_model_stage_async(partial: HardwareProfile, fh: FrameworkHost, device: st
         {"uncaptured": reason} for reason in uncaptured)
     del device_fns, host_fns
     torch.cuda.empty_cache()
-    return FrameworkHost(fh.per_event_s, fh.per_call_s, samples, coef)
+    return replace(fh, samples=samples, in_model=coef)

@@ -25,7 +25,10 @@
    scale of three fresh calibrations on the AMD EPYC was 1.03, 1.02 and 0.93, whose op curves
    agreed within 1-3% per class. The page-fault price (``ftmodel.calibration.allocator``) is
    probed before the sweeps and after every pass, and the median probe is kept;
-4. for each other framework asked for (onnxruntime, torchscript, inductor): chained tiny-op
+4. for each other framework asked for (onnxruntime, torchscript, inductor): for inductor on a
+   CPU, dynamo's guard evaluation per tensor and per module, after 0-128 MiB written between
+   calls (:mod:`ftmodel.calibration.guards`; a model's guards cost 0.2-1.3 µs each, 1.2 ms a call
+   of GhostNet, where a tiny program's are a few µs); chained tiny-op
    programs (``ftmodel.calibration.dispatch.compiled_host_programs``; :mod:`ftmodel.calibration.framework_host`)
    built and run through that framework's own runner, their events counted by its own
    ``lower_model`` (exactly what a prediction counts), timed ``passes`` times (once after the
@@ -197,6 +200,7 @@ def calibrate(device: str = "cpu", frameworks: Iterable[str] = ("eager",),
              + len(planes)) + len(windows) \
         + (passes + 1) * len(extra) + framework_curve_steps(extra, device) \
         + sum(device == "cpu" and cold for f in extra if f in RUNTIME_CHAINS) \
+        + (device == "cpu" and "inductor" in extra) \
         + (device == "cpu" and (base is None
                                 or page_fault_probe_stale(base.host, base.provenance))) \
         + (device == "cpu" and (base is None or mmap_threshold_stale(base.host)))

@@ -28,6 +28,7 @@ from ftmodel.estimate.allocator import mapped_page_faults, page_faults, process_
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
+from ftmodel.estimate.guards import guard_seconds
 from ftmodel.estimate.timeline import (Timeline, crossover, device_scales, host_costs_s,
                                        kernel_host_costs_s, run_timeline)
 from ftmodel.frameworks.base import get_framework
@@ -227,8 +228,10 @@ class Predictor:
                         + arrays.bytes_total * im.get("per_byte_s", 0.0))
         if self.page_fault_s > 0.0:
             host_s = host_s + faults * self.page_fault_s
-        return run_timeline(host_s, device_s, execution=dev.execution,
-                            per_call_s=self.fw_host.per_call_s,
+        # dynamo's guards (inductor): a cost of the call, priced at the bytes it touches
+        per_call_s = self.fw_host.per_call_s + guard_seconds(
+            program.host_events, program.kernels, self.fw_host.guards)
+        return run_timeline(host_s, device_s, execution=dev.execution, per_call_s=per_call_s,
                             launch_latency_s=dev.launch_latency_s, sync_s=dev.sync_s)
 
     def program_timeline(self, program: Program, warnings: list[str] | None = None

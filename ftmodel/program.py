@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Kernel", "Program", "entry_launches", "kernel_events"]
+__all__ = ["GUARD_MODULE", "GUARD_TENSOR", "Kernel", "Program", "entry_launches",
+           "kernel_events"]
+
+# host events of a compiled call's guard evaluation (dynamo: ftmodel.estimate.guards): a tensor,
+# a module its guards check on every call
+GUARD_TENSOR = "guard:tensor"
+GUARD_MODULE = "guard:module"
 
 
 @dataclass(frozen=True)

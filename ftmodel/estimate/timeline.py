@@ -77,8 +77,9 @@ def host_costs_s(program: Program, host: FrameworkHost, warnings: list[str],
     ``own``: :func:`kernel_host_costs_s` of the program's kernels, if already known."""
     per = host.per_event_s
     n = len(program.kernels)
+    # guard events are priced by FrameworkHost.guards, or held in per_call_s without them
     missing = sorted({e for e, c in program.host_events.items() if c and e not in per
-                      and not e.startswith("kernel:")})
+                      and not e.startswith(("kernel:", "guard:"))})
     if missing:
         warnings.append(f"host profile prices no {', '.join(missing)} events; counted as free")
     if own is None:

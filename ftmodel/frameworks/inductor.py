@@ -146,7 +146,7 @@ def build(model: nn.Module, inputs: InputSpec, batch: int, trace: Trace | None =
     # forward, e.g. at a recurrent layer it could not break around) the whole model does
     eager_paths = recurrent_paths(net) if codes else ("",)
     program = lower_code(codes, trace, batch=batch, n_breaks=n_breaks, input_shapes=shapes,
-                         eager_paths=eager_paths)
+                         eager_paths=eager_paths, n_modules=sum(1 for _ in net.modules()))
     return InductorArtifact(None if code_only else compiled, (inp.args, inp.kwargs), codes,
                             program, n_breaks, dev, runnable=not code_only)
 

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelCall", "distinct_tensors", "kernel_sources", "name_tokens", "parse_wrapper"]
+__all__ = ["KernelCall", "distinct_tensors", "graph_input_count", "kernel_sources", "name_tokens",
+           "parse_wrapper"]
 
 Shape = tuple[int, ...]
 
@@ -329,6 +330,12 @@ class _Reader:
             else:
                 call.reads.append((base, t))
         return call
+
+
+def graph_input_count(code: str) -> int:
+    """The tensors the wrapper's graph takes (its ``get_args()``' ``rand_strided`` calls): the
+    parameters and buffers dynamo lifts into graph inputs and the model's own tensor inputs."""
+    return len(_Reader(code, 0).tensors)
 
 
 def parse_wrapper(code: str, graph_index: int = 0) -> list[KernelCall]:

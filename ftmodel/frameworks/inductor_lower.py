@@ -54,8 +54,11 @@ Counting semantics
   expression), every op runs eagerly and is counted so. Other ops that run eagerly between
   graphs are not counted (a warning says so); eagerly run kernels take inductor's per-kernel
   host cost.
-* Host events: ``kernel:<class>`` per kernel call; the per-call cost (guard evaluation + wrapper)
-  is the profile's ``per_call_s``.
+* Host events: ``kernel:<class>`` per kernel call; ``guard:tensor`` (each compiled graph's
+  tensor inputs: the parameters and buffers it reads, and the model's inputs) and
+  ``guard:module`` (the model's modules), which dynamo's guards check on every call, priced by
+  :mod:`ftmodel.estimate.guards`; the rest of the per-call cost (the wrapper) is the profile's
+  ``per_call_s``.
 """
 
 from __future__ import annotations
@@ -68,10 +71,10 @@ import torch
 from torch import nn
 
 from ftmodel.frameworks._common import make_kernel
-from ftmodel.program import Kernel, Program, kernel_events
+from ftmodel.program import GUARD_MODULE, GUARD_TENSOR, Kernel, Program, kernel_events
 from ftmodel.frameworks.eager import kernel_of
-from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, name_tokens,
-                                              parse_wrapper)
+from ftmodel.frameworks.inductor_code import (KernelCall, distinct_tensors, graph_input_count,
+                                              name_tokens, parse_wrapper)
 from ftmodel.tracing.formulas import MAC_CLASSES, classify, macs_of, variant_of
 from ftmodel.tracing.records import OpRecord, Trace
 from ftmodel.tracing.variants import (TRANSPOSE, channels_last_conv_variant,
@@ -278,9 +281,10 @@ def _under(path: str, paths: tuple[str, ...]) -> bool:
 
 def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_breaks: int = 0,
                framework: str = NAME, input_shapes: frozenset[tuple[int, ...]] = frozenset(),
-               eager_paths: tuple[str, ...] = ()) -> Program:
+               eager_paths: tuple[str, ...] = (), n_modules: int = 0) -> Program:
     """The Program of inductor wrapper modules (one per compiled graph), in call order, then
-    the eager Trace's kernels under ``eager_paths`` (modules run eagerly between graphs)."""
+    the eager Trace's kernels under ``eager_paths`` (modules run eagerly between graphs).
+    ``n_modules``: the modules of the compiled model, whose guards every call checks."""
     calls = [c for i, code in enumerate(codes) for c in parse_wrapper(code, i)]
     # the compiled graphs' kernels pair with the ops outside the modules run eagerly
     records = ([r for r in trace.records if r.launches and not (
@@ -342,6 +346,9 @@ def lower_code(codes: list[str], trace: Trace | None, *, batch: int | None, n_br
     kt = tuple(kernels)
     events = kernel_events(kt)
     warns: list[str] = []
+    if codes:  # dynamo's guards, checked on every call (ftmodel.estimate.guards)
+        events[GUARD_TENSOR] = sum(graph_input_count(code) for code in codes)
+        events[GUARD_MODULE] = n_modules
     if n_breaks:
         events["graph_break"] = n_breaks
         warns.append(f"torch.compile hit {n_breaks} graph break(s) and compiled {len(codes)} "

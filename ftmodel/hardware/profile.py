@@ -29,10 +29,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ftmodel.errors import ProfileError
 from ftmodel.hardware.json_file import write_json_atomic
@@ -48,6 +48,7 @@ __all__ = [
 SCHEMA = "ftmodel.profile"
 HOST_SCHEMA = "ftmodel.host"
 SCHEMA_VERSION = 1
+_P = TypeVar("_P", "HardwareProfile", "HostOnlyProfile")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class FrameworkHost:
     # pools) by device_scale_other; device_scale then scales the other MAC kernels (GEMMs).
     # Identity when absent.
     in_model: Mapping[str, float] = field(default_factory=dict)
+    # dynamo's guards (inductor; ftmodel.estimate.guards): rows of (bytes written between two
+    # calls, seconds per guarded tensor, seconds per guarded module); empty = not measured
+    guards: tuple[tuple[float, float, float], ...] = ()
 
 
 # in-model terms on the device side (FrameworkHost.in_model): fitted against one calibration's
@@ -196,7 +200,26 @@ def _framework_host(d: Any, path: str) -> FrameworkHost:
         per_call_s=_get(d, "per_call_s", float, path, 0.0),
         samples=tuple(samples),
         in_model=_seconds_map(_get(d, "in_model", dict, path, {}), f"{path}.in_model"),
+        guards=_guard_rows(_get(d, "guards", list, path, []), f"{path}.guards"),
     )
+
+
+def _rows(rows: list[Any], width: int, path: str, what: str) -> list[tuple[float, ...]]:
+    """``rows``, each a list of ``width`` finite numbers >= 0 (``what`` names them)."""
+    out = []
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == width and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                and v >= 0 for v in row)):
+            raise ProfileError(f"profile field '{path}[{i}]' must be [{what}] >= 0, got "
+                               f"{row!r:.80}; re-run `ftmodel calibrate` to measure it again")
+        out.append(tuple(float(v) for v in row))
+    return out
+
+
+def _guard_rows(rows: list[Any], path: str) -> tuple[tuple[float, float, float], ...]:
+    return tuple((b, t, m) for b, t, m in _rows(
+        rows, 3, path, "bytes written between calls, seconds per tensor, seconds per module"))
 
 
 def _host(d: Any, path: str) -> HostProfile:
@@ -235,16 +258,8 @@ def _op_class(d: Any, path: str) -> OpClassData:
     if model not in ("samples", "roofline"):
         raise ProfileError(f"profile field '{path}.model' must be 'samples' or 'roofline', "
                            f"got {model!r}")
-    rows = _get(d, "samples", list, path, [])
-    samples = []
-    for i, row in enumerate(rows):
-        ok = isinstance(row, list) and len(row) == 4 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-            for v in row)
-        if not ok:
-            raise ProfileError(f"profile field '{path}.samples[{i}]' must be "
-                               f"[macs, bytes_read, bytes_written, time_s] >= 0, got {row!r:.80}")
-        samples.append(tuple(float(v) for v in row))
+    samples = _rows(_get(d, "samples", list, path, []), 4, f"{path}.samples",
+                    "macs, bytes_read, bytes_written, time_s")
     if model == "samples" and not samples:
         raise ProfileError(f"profile field '{path}.samples' is empty; a 'samples' curve needs data")
     params = _seconds_map(_get(d, "params", dict, path, {}), f"{path}.params")
@@ -304,7 +319,8 @@ def _launches(d: Mapping[str, Any], path: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def _check_header(d: Any, source: str, schema: str) -> None:
+def _check_header(d: Any, source: str, schema: str) -> str:
+    """Check the schema and its version; the profile's kind."""
     if not isinstance(d, Mapping):
         raise ProfileError(f"{source}: a profile must be a JSON object, got {type(d).__name__}")
     if d.get("schema") != schema:
@@ -320,15 +336,16 @@ def _check_header(d: Any, source: str, schema: str) -> None:
         raise ProfileError(
             f"{source}: field 'schema_version' is {version!r} but this ftmodel reads version "
             f"{SCHEMA_VERSION}; re-run `ftmodel calibrate` or upgrade ftmodel")
-
-
-def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
-    """Validate a decoded JSON object and build a HardwareProfile; errors name the field."""
-    _check_header(d, source, SCHEMA)
     kind = _get(d, "kind", str, "")
     if kind not in ("calibrated", "spec-derived"):
         raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
                            f"got {kind!r}")
+    return str(kind)
+
+
+def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
+    """Validate a decoded JSON object and build a HardwareProfile; errors name the field."""
+    kind = _check_header(d, source, SCHEMA)
     host = d.get("host")
     return HardwareProfile(
         name=_get(d, "name", str, ""),
@@ -342,11 +359,7 @@ def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
 
 def host_profile_from_dict(d: Any, source: str = "<dict>") -> HostOnlyProfile:
     """Validate a decoded ``ftmodel.host`` JSON object; errors name the field."""
-    _check_header(d, source, HOST_SCHEMA)
-    kind = _get(d, "kind", str, "")
-    if kind not in ("calibrated", "spec-derived"):
-        raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
-                           f"got {kind!r}")
+    kind = _check_header(d, source, HOST_SCHEMA)
     return HostOnlyProfile(
         name=_get(d, "name", str, ""),
         kind=kind,
@@ -360,8 +373,13 @@ def read_any_profile(path: str | os.PathLike[str]) -> HardwareProfile | HostOnly
     """A device profile or a host-only profile, whichever the file's ``schema`` says."""
     p = Path(path)
     data = _read_json(p)
-    build = host_profile_from_dict if isinstance(data, Mapping) and \
-        data.get("schema") == HOST_SCHEMA else profile_from_dict
+    if isinstance(data, Mapping) and data.get("schema") == HOST_SCHEMA:
+        return _built(host_profile_from_dict, data, p)
+    return _built(profile_from_dict, data, p)
+
+
+def _built(build: Callable[[Any, str], _P], data: Any, p: Path) -> _P:
+    """``build(data)``, its errors naming the file ``p``."""
     try:
         return build(data, str(p))
     except ProfileError as err:
@@ -384,12 +402,7 @@ def _read_json(p: Path) -> Any:
 
 def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     p = Path(path)
-    data = _read_json(p)
-    try:
-        return profile_from_dict(data, str(p))
-    except ProfileError as err:
-        msg = str(err)
-        raise ProfileError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
+    return _built(profile_from_dict, _read_json(p), p)
 
 
 def write_profile(profile: HardwareProfile, path: str | os.PathLike[str]) -> Path:

@@ -77,7 +77,8 @@ def _framework(fh: FrameworkHost, host: float, device: float) -> FrameworkHost:
     return replace(fh, per_event_s={k: v * host for k, v in fh.per_event_s.items()},
                    per_call_s=fh.per_call_s * host,
                    samples=tuple(_host_sample(s, host, device) for s in fh.samples),
-                   in_model=in_model)
+                   in_model=in_model,
+                   guards=tuple((b, t * host, m * host) for b, t, m in fh.guards))
 
 
 def cache_at(cache: Mapping[str, float], factor: float) -> dict[str, float]:

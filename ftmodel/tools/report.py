@@ -16,7 +16,7 @@ events — module calls, views, Python calls — as the timeline spreads them), 
 device time of its kernels), ``time_s = host_s + device_s`` (its summed cost; on an asynchronous
 GPU host and device overlap, so these do not add up to the latency), ``host_share`` (host_s /
 time_s: how framework-bound the layer is) and ``tax_share`` (its share of the model's total host
-overhead). The per-call host cost (``per_call_s``) belongs to no layer.
+overhead). The per-call host cost (``per_call_s``, inductor's guards) belongs to no layer.
 """
 
 from __future__ import annotations

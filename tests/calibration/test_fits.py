@@ -211,6 +211,38 @@ def test_inductor_on_a_gpu_fits_one_cost_for_all_triton_kernels() -> None:
     assert "kernel:softmax" not in cpu_events and "kernel:triton" not in cpu_events
 
 
+def test_the_host_fit_takes_the_guards_warm_cost_off_and_fits_no_guard_column() -> None:
+    """A program's guards are priced by the calibration's guard rows: the host fit takes their
+    warm cost off each program's time, fits no column for them, and keeps the rows."""
+    from ftmodel.calibration.framework_host import FrameworkPrograms, fit_framework_passes
+    from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
+
+    rows = ((0.0, 0.5e-6, 0.25e-6), (1e8, 2e-6, 2e-6))
+    events = {"a": {"kernel:elementwise": 1, GUARD_TENSOR: 3, GUARD_MODULE: 2},
+              "b": {"kernel:elementwise": 8, GUARD_TENSOR: 40, GUARD_MODULE: 20},
+              "c": {"kernel:gemm": 4, GUARD_TENSOR: 9, GUARD_MODULE: 5}}
+    cost = {"kernel:elementwise": 3e-6, "kernel:gemm": 7e-6}
+    times = {n: 20e-6 + sum(cost.get(k, 0.0) * v for k, v in e.items())
+             + 0.5e-6 * e[GUARD_TENSOR] + 0.25e-6 * e[GUARD_MODULE] for n, e in events.items()}
+    programs = FrameworkPrograms("inductor", "cpu", {n: lambda: None for n in events}, events,
+                                 {n: 1.0 for n in events})
+    fh = fit_framework_passes(programs, [{n: (t, 0.01) for n, t in times.items()}], rows)
+    assert fh.guards == rows
+    assert fh.per_call_s == pytest.approx(20e-6, rel=1e-4)
+    assert fh.per_event_s["kernel:elementwise"] == pytest.approx(3e-6, rel=1e-4)
+    assert not any(k.startswith("guard:") for k in fh.per_event_s)
+
+
+def test_guard_prices_are_fitted_per_tensor_and_per_module_with_a_constant() -> None:
+    from ftmodel.calibration.guards import fit_guard_prices
+
+    chains = [(33, 9), (257, 65), (1, 17), (1, 129)]
+    times = [8e-6 + 0.3e-6 * t + 0.1e-6 * m for t, m in chains]
+    per_tensor, per_module = fit_guard_prices([c[0] for c in chains], [c[1] for c in chains],
+                                              times)
+    assert (per_tensor, per_module) == pytest.approx((0.3e-6, 0.1e-6), rel=1e-6)
+
+
 def test_a_class_of_several_ops_gets_a_curve_per_op() -> None:
     from ftmodel.calibration.sweep_stage import per_op_curves
     from ftmodel.hardware.profile import OpClassData

@@ -70,6 +70,35 @@ def test_mlp_counts_match_generated_code() -> None:
 
 
 
+def test_guard_events_count_the_graphs_tensors_and_the_models_modules(
+        profile_factory: Any) -> None:
+    """dynamo guards every graph input (the weights and biases read, the input; a batch norm's
+    unused ``num_batches_tracked`` is none) and every module; a profile with guard prices adds
+    them to the call at the bytes the call touches."""
+    from ftmodel.estimate.guards import bytes_touched
+    from ftmodel.hardware.profile import FrameworkHost
+    from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
+    from tests.conftest import TINY_PER_CALL_S, TINY_PER_EVENT_S
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN, HID), nn.BatchNorm1d(HID), nn.ReLU(),
+                          nn.Sequential(nn.Linear(HID, OUT))).eval()
+    prog = _build(model, torch.randn(1, IN), 4).program
+    # 2 + 4 (running stats included) + 2 tensors, the input; Sequential, 4 layers, 1 nested
+    assert prog.host_events[GUARD_TENSOR] == 2 + 4 + 2 + 1
+    assert prog.host_events[GUARD_MODULE] == 6
+    per = {k: v for k, v in TINY_PER_EVENT_S.items() if k.startswith("kernel:")}
+    rows = ((0.0, 1e-6, 2e-6), (1e9, 1e-6, 2e-6))
+    plain, guarded = (profile_factory(name=f"inductor-cpu-{i}", frameworks={
+        "inductor": FrameworkHost(per_event_s=per, per_call_s=TINY_PER_CALL_S, guards=g)})
+        for i, g in enumerate(((), rows)))
+    x = torch.randn(1, IN)
+    a, b = (ftmodel.predict_latency(model, "inductor", p, 4, inputs=x) for p in (plain, guarded))
+    assert bytes_touched(prog.kernels) > 0
+    assert b.latency_ms - a.latency_ms == pytest.approx((9 * 1e-6 + 6 * 2e-6) * 1e3)
+    assert not any("guard" in w for w in a.warnings)
+
+
 class _Tagger(nn.Module):
     """Embedding, a 2-layer LSTM, a linear head: dynamo does not trace the LSTM (here it
     skips the whole forward and compiles nothing)."""
