@@ -3,6 +3,8 @@ and after the cache is flushed: compiled chains of K modules that inductor fuses
 generated kernel, the guard evaluation's own profiler event timed.
 
     python benchmarks/inductor_guards.py --out benchmarks/results/cpu-epyc/inductor-guards.md
+    python benchmarks/inductor_guards.py --profile P.json --models ghostnet_100@112,resnet34@96
+
 
 dynamo checks its guards on every call of a compiled module (every module and tensor the graph
 reads) before inductor's wrapper runs; ftmodel prices a call at the profile's ``per_call_s``,
@@ -13,6 +15,12 @@ nested), on a 4-element input: one generated kernel of a few elements. Each is c
 mean self time of its "TorchDynamo Cache Lookup" event (the guard evaluation: one event a call,
 so the profiler's own cost is small) is reported, with the whole call's wall time, warm,
 without the profiler. Nothing is predicted.
+
+With ``--profile`` and ``--models`` (corpus models), each model is compiled instead and called
+back to back under the profiler at ``--batch``, as a timing loop calls it (its own kernels are
+what runs between two guard evaluations), and its guards' mean seconds a call are set beside
+what the profile's guard prices give for the tensors and modules the lowering counts, at the
+bytes its program touches (``ftmodel.estimate.guards``).
 """
 
 from __future__ import annotations
@@ -48,10 +56,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="a markdown table to write")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--profile", default=None, help="a profile with guard prices (--models)")
+    ap.add_argument("--models", default=None, help="comma-separated corpus models")
+    ap.add_argument("--batch", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(2)
     keep_heap()
     keep_runners_compiled()
+    if args.models:
+        _models(args)
+        return
     flush_buf = torch.zeros(16 * 1024 * 1024)  # 64 MB
 
     def flush() -> None:
@@ -82,6 +96,45 @@ def main() -> None:
     print(text)
     if args.out:
         Path(args.out).write_text("`python benchmarks/inductor_guards.py` (2 threads)\n\n" + text)
+
+
+def _models(args: argparse.Namespace) -> None:
+    """Each corpus model's guards measured, back to back, against the profile's price."""
+    from ftmodel.estimate.guards import bytes_touched, guard_seconds
+    from ftmodel.frameworks.base import get_framework
+    from ftmodel.hardware.profile import read_profile
+    from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
+    from ftmodel.tools.corpus import get_corpus_model
+    from ftmodel.tracing.dispatch import trace
+
+    assert args.profile, "--models needs --profile"
+    prof = read_profile(args.profile)
+    assert prof.host is not None
+    rows = prof.host.frameworks["inductor"].guards
+    fw = get_framework("inductor")
+    assert fw.runner is not None
+    lines = [f"`python benchmarks/inductor_guards.py --profile {args.profile} --models "
+             f"{args.models} --batch {args.batch}` (2 threads)", "",
+             "| model | tensors | modules | MB a call | guards measured µs | predicted µs | "
+             "predicted / measured |", "|---|---|---|---|---|---|---|"]
+    for name in args.models.split(","):
+        zm = get_corpus_model(name)
+        model = zm.build().eval()
+        b = args.batch
+        run = fw.runner(model, zm.make_inputs, b, device="cpu", dtype="fp32")
+        prog = fw.program(model, zm.make_inputs, b, trace(model, zm.make_inputs, b),
+                          device="cpu", dtype="fp32")
+        with torch.no_grad():
+            measured = _guard_s(run, None)
+        predicted = guard_seconds(prog.host_events, prog.kernels, rows)
+        lines.append(f"| {name} | {prog.host_events.get(GUARD_TENSOR, 0)} | "
+                     f"{prog.host_events.get(GUARD_MODULE, 0)} | "
+                     f"{bytes_touched(prog.kernels) / 1e6:.1f} | {measured * 1e6:.0f} | "
+                     f"{predicted * 1e6:.0f} | {predicted / measured:.2f} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
 
 
 def _guard_s(fn: Callable[[], object], before: Callable[[], None] | None) -> float:

@@ -15,7 +15,11 @@ chosen terms, so that ``benchmarks/repredict.py`` can price measured points with
 and device times the profile's own (re-expressed) curves predict for them, as a calibration does
 since :func:`ftmodel.calibration.in_model_cpu.refit_in_model` (for profiles written before it;
 networks the profile has no time for are left out), for every framework whose networks the
-profile records. Nothing is timed.
+profile records (``--frameworks``: those named only). With ``--without-guards``, a framework's
+guard prices (``FrameworkHost.guards``, inductor's) are dropped first and its host costs fitted
+again to its programs' recorded times with their guards left in (their cost then falls to the
+per-call cost, as before calibration measured guards): the same calibration without the guard
+mechanism, to price measured points both ways. Nothing is timed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ftmodel.calibration.in_model_cpu import in_model_networks, refit_profile  # noqa: E402
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
                                           IN_MODEL_FORMS, fit_in_model)
-from ftmodel.hardware.profile import read_profile, write_profile  # noqa: E402
+from ftmodel.calibration.framework_host import fit_framework_costs  # noqa: E402
+from ftmodel.hardware.profile import HardwareProfile, read_profile, write_profile  # noqa: E402
 
 
 def main() -> None:
@@ -40,6 +45,10 @@ def main() -> None:
     how.add_argument("--forms", choices=("device", "host"))
     how.add_argument("--against-curves", action="store_true")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--frameworks", default=None,
+                    help="with --against-curves: comma-separated frameworks to refit")
+    ap.add_argument("--without-guards", action="store_true",
+                    help="with --against-curves: drop guard prices, refit host costs first")
     args = ap.parse_args()
     prof = read_profile(args.profile)
     fh = prof.host.frameworks["eager"]
@@ -47,7 +56,10 @@ def main() -> None:
         quick = bool(prof.provenance.get("settings", {}).get("quick", False))
         # every framework whose networks the profile records times for
         fws = [f for f, h in prof.host.frameworks.items()
-               if any("network" in s for s in h.samples)]
+               if any("network" in s for s in h.samples)
+               and (args.frameworks is None or f in args.frameworks.split(","))]
+        if args.without_guards:
+            prof = _without_guards(prof, fws)
         out = refit_profile(prof, {f: in_model_networks(prof, "cpu", quick, f) for f in fws})
         for f in fws:
             refit = out.host.frameworks[f]
@@ -79,6 +91,25 @@ def main() -> None:
                                      frameworks={**prof.host.frameworks, "eager": eager}))
     write_profile(out, Path(args.out))
     print(f"wrote {args.out}")
+
+
+def _without_guards(prof: HardwareProfile, fws: list[str]) -> HardwareProfile:
+    """``prof`` with the guard prices of ``fws`` dropped and their host costs fitted again to
+    their programs' recorded times, guards left in."""
+    assert prof.host is not None
+    frameworks = dict(prof.host.frameworks)
+    for f in fws:
+        old = frameworks[f]
+        programs = [s for s in old.samples if "program" in s]
+        if not old.guards or not programs:
+            continue
+        per_event, per_call = fit_framework_costs(
+            f, prof.device.type, [dict(s["events"]) for s in programs],
+            [float(s["time_s"]) for s in programs])
+        print(f"{f}: guards dropped; per call {old.per_call_s * 1e6:.1f} -> "
+              f"{per_call * 1e6:.1f} us")
+        frameworks[f] = replace(old, per_event_s=per_event, per_call_s=per_call, guards=())
+    return replace(prof, host=replace(prof.host, frameworks=frameworks))
 
 
 if __name__ == "__main__":
