@@ -30,8 +30,8 @@ from ftmodel.estimate.guards import GuardRow, guard_prices_s
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.host_priors import TRITON_CLASSES
 from ftmodel.hardware.profile import FrameworkHost
-from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
 from ftmodel.measure import measure_interleaved
+from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
 from ftmodel.tracing.dispatch import trace
 
 __all__ = ["PER_CALL", "TRITON", "FrameworkPrograms", "build_framework_programs",

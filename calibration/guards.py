@@ -65,8 +65,8 @@ def _guard_s(run: Callable[[], object], flush: Callable[[], object] | None) -> f
     return float(total_us) * 1e-6 / CALLS
 
 
-def fit_guard_prices(tensors: Sequence[int], modules: Sequence[int], times_s: Sequence[float]
-         ) -> tuple[float, float]:
+def fit_guard_prices(tensors: Sequence[int], modules: Sequence[int],
+                     times_s: Sequence[float]) -> tuple[float, float]:
     """(seconds per tensor, seconds per module) of ``times_s = c + a·tensors + b·modules``."""
     a = np.column_stack([np.ones(len(times_s)), tensors, modules]).astype(np.float64)
     coef, _ = nnls(a, np.asarray(times_s, dtype=np.float64))

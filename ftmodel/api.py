@@ -26,9 +26,9 @@ from ftmodel.deprecation import renamed
 from ftmodel.errors import FrameworkUnsupported, InvalidArgumentError
 from ftmodel.estimate.allocator import mapped_page_faults, page_faults, process_start
 from ftmodel.estimate.cache import OperandEvents, cold_fractions
+from ftmodel.estimate.guards import guard_seconds
 from ftmodel.estimate.kernels import DeviceModel, blend_hot_cold
 from ftmodel.estimate.launches import expand_launches
-from ftmodel.estimate.guards import guard_seconds
 from ftmodel.estimate.timeline import (Timeline, crossover, device_scales, host_costs_s,
                                        kernel_host_costs_s, run_timeline)
 from ftmodel.frameworks.base import get_framework
