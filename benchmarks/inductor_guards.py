@@ -4,6 +4,7 @@ generated kernel, the guard evaluation's own profiler event timed.
 
     python benchmarks/inductor_guards.py --out benchmarks/results/cpu-epyc/inductor-guards.md
     python benchmarks/inductor_guards.py --profile P.json --models ghostnet_100@112,resnet34@96
+    python benchmarks/inductor_guards.py --profile P.json --networks
 
 
 dynamo checks its guards on every call of a compiled module (every module and tensor the graph
@@ -20,14 +21,18 @@ With ``--profile`` and ``--models`` (corpus models), each model is compiled inst
 back to back under the profiler at ``--batch``, as a timing loop calls it (its own kernels are
 what runs between two guard evaluations), and its guards' mean seconds a call are set beside
 what the profile's guard prices give for the tensors and modules the lowering counts, at the
-bytes its program touches (``ftmodel.estimate.guards``).
+bytes its program touches (``ftmodel.estimate.guards``). With ``--networks`` instead, the
+calibration's own synthetic networks of inductor's in-model stage (``calibration.networks``, at
+its two batches) are measured and priced so, and ``c + a·tensors + b·modules`` is fitted to
+their measured guards by non-negative least squares (per batch and over both).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -37,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ftmodel.frameworks.inductor import keep_runners_compiled  # noqa: E402
 from ftmodel.measure import keep_heap, measure_interleaved  # noqa: E402
+from ftmodel.program import Program  # noqa: E402
 
 GUARDS = "TorchDynamo Cache Lookup"
 CALLS = 30
@@ -59,11 +65,13 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="a profile with guard prices (--models)")
     ap.add_argument("--models", default=None, help="comma-separated corpus models")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--networks", action="store_true",
+                    help="the calibration's synthetic networks instead (needs --profile)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     keep_heap()
     keep_runners_compiled()
-    if args.models:
+    if args.models or args.networks:
         _models(args)
         return
     flush_buf = torch.zeros(16 * 1024 * 1024)  # 64 MB
@@ -104,37 +112,67 @@ def _models(args: argparse.Namespace) -> None:
     from ftmodel.frameworks.base import get_framework
     from ftmodel.hardware.profile import read_profile
     from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
-    from ftmodel.tools.corpus import get_corpus_model
-    from ftmodel.tracing.dispatch import trace
 
-    assert args.profile, "--models needs --profile"
+    assert args.profile, "--models and --networks need --profile"
     prof = read_profile(args.profile)
     assert prof.host is not None
     rows = prof.host.frameworks["inductor"].guards
     fw = get_framework("inductor")
     assert fw.runner is not None
-    lines = [f"`python benchmarks/inductor_guards.py --profile {args.profile} --models "
-             f"{args.models} --batch {args.batch}` (2 threads)", "",
+    what = "--networks" if args.networks else f"--models {args.models} --batch {args.batch}"
+    lines = [f"`python benchmarks/inductor_guards.py --profile {args.profile} {what}` "
+             "(2 threads)", "",
              "| model | tensors | modules | MB a call | guards measured µs | predicted µs | "
              "predicted / measured |", "|---|---|---|---|---|---|---|"]
+    fit: dict[int, list[tuple[int, int, float]]] = {}
+    for name, run, prog in (_networks(prof) if args.networks else _corpus(args, fw)):
+        with torch.no_grad():
+            measured = _guard_s(run, None)
+        predicted = guard_seconds(prog.host_events, prog.kernels, rows)
+        tensors, modules = (prog.host_events.get(GUARD_TENSOR, 0),
+                            prog.host_events.get(GUARD_MODULE, 0))
+        fit.setdefault(prog.batch or 0, []).append((tensors, modules, measured))
+        lines.append(f"| {name} | {tensors} | {modules} | "
+                     f"{bytes_touched(prog.kernels) / 1e6:.1f} | {measured * 1e6:.0f} | "
+                     f"{predicted * 1e6:.0f} | {predicted / measured:.2f} |")
+        print(lines[-1], flush=True)
+    if args.networks:
+        from ftmodel.calibration.guards import fit_guard_prices
+
+        lines.append("")
+        for label, pts in [*((f"batch {b}", v) for b, v in sorted(fit.items())),
+                           ("both batches", [p for v in fit.values() for p in v])]:
+            t, m = fit_guard_prices([p[0] for p in pts], [p[1] for p in pts],
+                                    [p[2] for p in pts])
+            lines.append(f"- {label}: {t * 1e6:.3f} µs a tensor, {m * 1e6:.3f} µs a module "
+                         "(with a constant)")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+def _corpus(args: argparse.Namespace, fw: Any) -> Iterator[tuple[str, Callable[[], object],
+                                                                 Program]]:
+    """(name, runner, program) of each corpus model of ``--models`` at ``--batch``."""
+    from ftmodel.tools.corpus import get_corpus_model
+    from ftmodel.tracing.dispatch import trace
+
     for name in args.models.split(","):
         zm = get_corpus_model(name)
         model = zm.build().eval()
         b = args.batch
         run = fw.runner(model, zm.make_inputs, b, device="cpu", dtype="fp32")
-        prog = fw.program(model, zm.make_inputs, b, trace(model, zm.make_inputs, b),
-                          device="cpu", dtype="fp32")
-        with torch.no_grad():
-            measured = _guard_s(run, None)
-        predicted = guard_seconds(prog.host_events, prog.kernels, rows)
-        lines.append(f"| {name} | {prog.host_events.get(GUARD_TENSOR, 0)} | "
-                     f"{prog.host_events.get(GUARD_MODULE, 0)} | "
-                     f"{bytes_touched(prog.kernels) / 1e6:.1f} | {measured * 1e6:.0f} | "
-                     f"{predicted * 1e6:.0f} | {predicted / measured:.2f} |")
-        print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
+        yield name, run, fw.program(model, zm.make_inputs, b, trace(model, zm.make_inputs, b),
+                                    device="cpu", dtype="fp32")
+
+
+def _networks(prof: Any) -> Iterator[tuple[str, Callable[[], object], Program]]:
+    """(name, runner, program) of each synthetic network of inductor's in-model stage."""
+    from ftmodel.calibration.in_model_cpu import in_model_networks
+
+    nets = in_model_networks(prof, "cpu", False, "inductor")
+    for key, prog in nets.programs.items():
+        yield f"{key[0]} b{key[1]}", nets.fns[key], prog
 
 
 def _guard_s(fn: Callable[[], object], before: Callable[[], None] | None) -> float:
