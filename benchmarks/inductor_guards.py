@@ -32,20 +32,19 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ftmodel.calibration.guards import guard_event_s  # noqa: E402
 from ftmodel.frameworks.inductor import keep_runners_compiled  # noqa: E402
 from ftmodel.measure import keep_heap, measure_interleaved  # noqa: E402
 from ftmodel.program import Program  # noqa: E402
 
-GUARDS = "TorchDynamo Cache Lookup"
-CALLS = 30
 
 SIZES = (1, 8, 32, 128)
 KINDS: dict[str, Callable[[], nn.Module]] = {
@@ -88,7 +87,7 @@ def main() -> None:
             fn = (lambda c, x: lambda: c(x))(compiled, x)
             with torch.no_grad():
                 fn()
-                guards = [_guard_s(fn, flush if cold else None) for cold in (False, True)]
+                guards = [guard_event_s(fn, flush if cold else None) for cold in (False, True)]
             fns[(kind, k)] = fn
             rows[(kind, k)] = (sum(1 for _ in model.modules()),
                                sum(1 for _ in model.parameters())
@@ -127,7 +126,7 @@ def _models(args: argparse.Namespace) -> None:
     fit: dict[int, list[tuple[int, int, float]]] = {}
     for name, run, prog in (_networks(prof) if args.networks else _corpus(args, fw)):
         with torch.no_grad():
-            measured = _guard_s(run, None)
+            measured = guard_event_s(run, None)
         predicted = guard_seconds(prog.host_events, prog.kernels, rows)
         tensors, modules = (prog.host_events.get(GUARD_TENSOR, 0),
                             prog.host_events.get(GUARD_MODULE, 0))
@@ -173,22 +172,6 @@ def _networks(prof: Any) -> Iterator[tuple[str, Callable[[], object], Program]]:
     nets = in_model_networks(prof, "cpu", False, "inductor")
     for key, prog in nets.programs.items():
         yield f"{key[0]} b{key[1]}", nets.fns[key], prog
-
-
-def _guard_s(fn: Callable[[], object], before: Callable[[], None] | None) -> float:
-    """Mean seconds of the guard evaluation's profiler event over ``CALLS`` calls of ``fn``,
-    ``before`` called ahead of each."""
-    from torch.profiler import profile
-
-    for _ in range(3):
-        fn()
-    with profile() as prof:
-        for _ in range(CALLS):
-            if before is not None:
-                before()
-            fn()
-    total = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key == GUARDS)
-    return float(total) / CALLS * 1e-6
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
 from ftmodel.speed import at_nominal_speed
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["CALLS", "FLUSH_BYTES", "GUARD_EVENT", "fit_guard_prices", "measure_guards"]
+__all__ = ["CALLS", "FLUSH_BYTES", "GUARD_EVENT", "fit_guard_prices", "guard_event_s",
+           "measure_guards"]
 
 GUARD_EVENT = "TorchDynamo Cache Lookup"  # the profiler's event around dynamo's guard check
 CALLS = 30
@@ -50,7 +51,7 @@ def _chain_runner(kind: str, k: int) -> tuple[Callable[[], object], int, int]:
     return run, int(events.get(GUARD_TENSOR, 0)), int(events.get(GUARD_MODULE, 0))
 
 
-def _guard_s(run: Callable[[], object], flush: Callable[[], object] | None) -> float:
+def guard_event_s(run: Callable[[], object], flush: Callable[[], object] | None) -> float:
     """Mean seconds of the guard event over :data:`CALLS` calls, ``flush`` before each."""
     from torch.profiler import profile
 
@@ -91,7 +92,7 @@ def measure_guards(quick: bool, rounds: int
             times = []
             for kind, k, run, tensors, modules in chains:
                 t = float(np.median([
-                    at_nominal_speed(lambda r=run: _guard_s(r, flush), "cpu", host_share=1.0)
+                    at_nominal_speed(lambda r=run: guard_event_s(r, flush), "cpu", host_share=1.0)
                     for _ in range(max(1, rounds))]))
                 times.append(t)
                 raw.append({"chain": kind, "k": k, "tensors": tensors, "modules": modules,

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from ftmodel.errors import ProfileError
 from ftmodel.hardware.json_file import write_json_atomic
+from ftmodel.hardware.profile_fields import field_value, number_rows, seconds_map
 
 __all__ = [
     "SCHEMA", "HOST_SCHEMA", "SCHEMA_VERSION", "DEVICE_TERMS", "KIND_SCALES", "HostProfile",
@@ -164,77 +165,38 @@ class HardwareProfile:
 
 # ---- validation helpers -------------------------------------------------------------------------
 
-def _get(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str,
-         default: Any = ...) -> Any:
-    if not isinstance(d, Mapping):
-        raise ProfileError(f"profile field {path!r} must be an object, got {type(d).__name__}")
-    if key not in d:
-        if default is not ...:
-            return default
-        raise ProfileError(f"profile field {path + '.' + key if path else key!r} is missing")
-    value = d[key]
-    full = f"{path}.{key}" if path else key
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ProfileError(f"profile field {full!r} must be {want}, got {value!r:.80}")
-    if isinstance(value, float) and (not math.isfinite(value) or value < 0):
-        raise ProfileError(f"profile field {full!r} must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _seconds_map(d: Any, path: str) -> dict[str, float]:
-    if not isinstance(d, Mapping):
-        raise ProfileError(f"profile field {path!r} must be an object of seconds")
-    return {str(k): _get(d, k, float, path) for k in d}
-
-
 def _framework_host(d: Any, path: str) -> FrameworkHost:
-    samples = _get(d, "samples", list, path, [])
+    samples = field_value(d, "samples", list, path, [])
     for i, s in enumerate(samples):
         if not isinstance(s, Mapping):
             raise ProfileError(f"profile field '{path}.samples[{i}]' must be an object")
     return FrameworkHost(
-        per_event_s=_seconds_map(_get(d, "per_event_s", dict, path), f"{path}.per_event_s"),
-        per_call_s=_get(d, "per_call_s", float, path, 0.0),
+        per_event_s=seconds_map(field_value(d, "per_event_s", dict, path), f"{path}.per_event_s"),
+        per_call_s=field_value(d, "per_call_s", float, path, 0.0),
         samples=tuple(samples),
-        in_model=_seconds_map(_get(d, "in_model", dict, path, {}), f"{path}.in_model"),
-        guards=_guard_rows(_get(d, "guards", list, path, []), f"{path}.guards"),
+        in_model=seconds_map(field_value(d, "in_model", dict, path, {}), f"{path}.in_model"),
+        guards=_guard_rows(field_value(d, "guards", list, path, []), f"{path}.guards"),
     )
 
 
-def _rows(rows: list[Any], width: int, path: str, what: str) -> list[tuple[float, ...]]:
-    """``rows``, each a list of ``width`` finite numbers >= 0 (``what`` names them)."""
-    out = []
-    for i, row in enumerate(rows):
-        if not (isinstance(row, list) and len(row) == width and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                and v >= 0 for v in row)):
-            raise ProfileError(f"profile field '{path}[{i}]' must be [{what}] >= 0, got "
-                               f"{row!r:.80}; re-run `ftmodel calibrate` to measure it again")
-        out.append(tuple(float(v) for v in row))
-    return out
-
-
 def _guard_rows(rows: list[Any], path: str) -> tuple[tuple[float, float, float], ...]:
-    return tuple((b, t, m) for b, t, m in _rows(
+    return tuple((b, t, m) for b, t, m in number_rows(
         rows, 3, path, "bytes written between calls, seconds per tensor, seconds per module"))
 
 
 def _host(d: Any, path: str) -> HostProfile:
-    fws = _get(d, "frameworks", dict, path)
-    threads = _get(d, "threads", int, path, 1)
+    fws = field_value(d, "frameworks", dict, path)
+    threads = field_value(d, "threads", int, path, 1)
     if threads < 1:
         raise ProfileError(f"profile field '{path}.threads' must be >= 1, got {threads}")
     return HostProfile(
-        name=_get(d, "name", str, path),
-        cpu=_get(d, "cpu", str, path, "unknown"),
+        name=field_value(d, "name", str, path),
+        cpu=field_value(d, "cpu", str, path, "unknown"),
         threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
-        page_fault_s=_get(d, "page_fault_s", float, path, 0.0),
-        mmap_threshold_bytes=_mmap_threshold(_get(d, "mmap_threshold_bytes", int, path, 0), path),
-        drives=_drives(_get(d, "drives", str, path, ""), path),
+        page_fault_s=field_value(d, "page_fault_s", float, path, 0.0),
+        mmap_threshold_bytes=_mmap_threshold(field_value(d, "mmap_threshold_bytes", int, path, 0), path),
+        drives=_drives(field_value(d, "drives", str, path, ""), path),
     )
 
 
@@ -254,19 +216,19 @@ def _drives(value: str, path: str) -> str:
 
 
 def _op_class(d: Any, path: str) -> OpClassData:
-    model = _get(d, "model", str, path)
+    model = field_value(d, "model", str, path)
     if model not in ("samples", "roofline"):
         raise ProfileError(f"profile field '{path}.model' must be 'samples' or 'roofline', "
                            f"got {model!r}")
-    samples = _rows(_get(d, "samples", list, path, []), 4, f"{path}.samples",
+    samples = number_rows(field_value(d, "samples", list, path, []), 4, f"{path}.samples",
                     "macs, bytes_read, bytes_written, time_s")
     if model == "samples" and not samples:
         raise ProfileError(f"profile field '{path}.samples' is empty; a 'samples' curve needs data")
-    params = _seconds_map(_get(d, "params", dict, path, {}), f"{path}.params")
+    params = seconds_map(field_value(d, "params", dict, path, {}), f"{path}.params")
     if model == "roofline" and "bandwidth_Bps" not in params:
         raise ProfileError(f"profile field '{path}.params.bandwidth_Bps' is missing; a roofline "
                            "needs the memory bandwidth")
-    cold = _get(d, "cold_s", list, path, [])
+    cold = field_value(d, "cold_s", list, path, [])
     for i, v in enumerate(cold):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                 or v < 0:
@@ -280,28 +242,28 @@ def _op_class(d: Any, path: str) -> OpClassData:
 
 
 def _device(d: Any, path: str) -> DeviceProfile:
-    execution = _get(d, "execution", str, path)
+    execution = field_value(d, "execution", str, path)
     if execution not in ("sync", "async"):
         raise ProfileError(f"profile field '{path}.execution' must be 'sync' or 'async', "
                            f"got {execution!r}")
-    classes = _get(d, "op_classes", dict, path)
-    dtypes = _get(d, "dtypes", list, path, ["fp32"])
+    classes = field_value(d, "op_classes", dict, path)
+    dtypes = field_value(d, "dtypes", list, path, ["fp32"])
     if not all(isinstance(x, str) for x in dtypes):
         raise ProfileError(f"profile field '{path}.dtypes' must be a list of names such as "
                            f"'fp32', got {dtypes!r:.80}")
     return DeviceProfile(
-        name=_get(d, "name", str, path),
-        type=_get(d, "type", str, path),
+        name=field_value(d, "name", str, path),
+        type=field_value(d, "type", str, path),
         execution=execution,
         op_classes={k: _op_class(v, f"{path}.op_classes.{k}") for k, v in classes.items()},
-        launch_latency_s=_get(d, "launch_latency_s", float, path, 0.0),
-        sync_s=_get(d, "sync_s", float, path, 0.0),
-        kernel_floor_s=_get(d, "kernel_floor_s", float, path, 0.0),
+        launch_latency_s=field_value(d, "launch_latency_s", float, path, 0.0),
+        sync_s=field_value(d, "sync_s", float, path, 0.0),
+        kernel_floor_s=field_value(d, "kernel_floor_s", float, path, 0.0),
         dtypes=tuple(dtypes),
-        specs=dict(_get(d, "specs", dict, path, {})),
-        launches_per_op=_launches(_get(d, "launches_per_op", dict, path, {}),
+        specs=dict(field_value(d, "specs", dict, path, {})),
+        launches_per_op=_launches(field_value(d, "launches_per_op", dict, path, {}),
                                   f"{path}.launches_per_op"),
-        cache=_seconds_map(_get(d, "cache", dict, path, {}), f"{path}.cache"),
+        cache=seconds_map(field_value(d, "cache", dict, path, {}), f"{path}.cache"),
     )
 
 
@@ -311,7 +273,7 @@ def _launches(d: Mapping[str, Any], path: str) -> dict[str, dict[str, float]]:
         where = f"{path}.{fw}"
         if not isinstance(table, Mapping):
             raise ProfileError(f"profile field {where!r} must be an object of kernels per op")
-        out[str(fw)] = {str(k): _get(table, k, float, where) for k in table}
+        out[str(fw)] = {str(k): field_value(table, k, float, where) for k in table}
         for k, v in out[str(fw)].items():
             if v < 1.0:
                 raise ProfileError(f"profile field '{where}.{k}' must be >= 1 kernel per op, "
@@ -336,7 +298,7 @@ def _check_header(d: Any, source: str, schema: str) -> str:
         raise ProfileError(
             f"{source}: field 'schema_version' is {version!r} but this ftmodel reads version "
             f"{SCHEMA_VERSION}; re-run `ftmodel calibrate` or upgrade ftmodel")
-    kind = _get(d, "kind", str, "")
+    kind = field_value(d, "kind", str, "")
     if kind not in ("calibrated", "spec-derived"):
         raise ProfileError(f"{source}: field 'kind' must be 'calibrated' or 'spec-derived', "
                            f"got {kind!r}")
@@ -348,12 +310,12 @@ def profile_from_dict(d: Any, source: str = "<dict>") -> HardwareProfile:
     kind = _check_header(d, source, SCHEMA)
     host = d.get("host")
     return HardwareProfile(
-        name=_get(d, "name", str, ""),
+        name=field_value(d, "name", str, ""),
         kind=kind,
-        device=_device(_get(d, "device", dict, ""), "device"),
+        device=_device(field_value(d, "device", dict, ""), "device"),
         host=None if host is None else _host(host, "host"),
-        provenance=dict(_get(d, "provenance", dict, "", {})),
-        aliases=tuple(str(a) for a in _get(d, "aliases", list, "", [])),
+        provenance=dict(field_value(d, "provenance", dict, "", {})),
+        aliases=tuple(str(a) for a in field_value(d, "aliases", list, "", [])),
     )
 
 
@@ -361,11 +323,11 @@ def host_profile_from_dict(d: Any, source: str = "<dict>") -> HostOnlyProfile:
     """Validate a decoded ``ftmodel.host`` JSON object; errors name the field."""
     kind = _check_header(d, source, HOST_SCHEMA)
     return HostOnlyProfile(
-        name=_get(d, "name", str, ""),
+        name=field_value(d, "name", str, ""),
         kind=kind,
-        host=_host(_get(d, "host", dict, ""), "host"),
-        provenance=dict(_get(d, "provenance", dict, "", {})),
-        aliases=tuple(str(a) for a in _get(d, "aliases", list, "", [])),
+        host=_host(field_value(d, "host", dict, ""), "host"),
+        provenance=dict(field_value(d, "provenance", dict, "", {})),
+        aliases=tuple(str(a) for a in field_value(d, "aliases", list, "", [])),
     )
 
 
