@@ -24,7 +24,9 @@ what the profile's guard prices give for the tensors and modules the lowering co
 bytes its program touches (``ftmodel.estimate.guards``). With ``--networks`` instead, the
 calibration's own synthetic networks of inductor's in-model stage (``calibration.networks``, at
 its two batches) are measured and priced so, and ``c + a·tensors + b·modules`` is fitted to
-their measured guards by non-negative least squares (per batch and over both).
+their measured guards by non-negative least squares (per batch and over both), and so is
+``c + s·priced`` (one factor on the profile's rows; ``refit_in_model.py --guards-in-model``
+prices measured points with it).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def _models(args: argparse.Namespace) -> None:
              "| model | tensors | modules | MB a call | guards measured µs | predicted µs | "
              "predicted / measured |", "|---|---|---|---|---|---|---|"]
     fit: dict[int, list[tuple[int, int, float]]] = {}
+    priced: list[tuple[float, float]] = []
     for name, run, prog in (_networks(prof) if args.networks else _corpus(args, fw)):
         with torch.no_grad():
             measured = guard_event_s(run, None)
@@ -131,14 +134,18 @@ def _models(args: argparse.Namespace) -> None:
         tensors, modules = (prog.host_events.get(GUARD_TENSOR, 0),
                             prog.host_events.get(GUARD_MODULE, 0))
         fit.setdefault(prog.batch or 0, []).append((tensors, modules, measured))
+        priced.append((predicted, measured))
         lines.append(f"| {name} | {tensors} | {modules} | "
                      f"{bytes_touched(prog.kernels) / 1e6:.1f} | {measured * 1e6:.0f} | "
                      f"{predicted * 1e6:.0f} | {predicted / measured:.2f} |")
         print(lines[-1], flush=True)
     if args.networks:
-        from ftmodel.calibration.guards import fit_guard_prices
+        from ftmodel.calibration.guards import fit_guard_prices, fit_guard_scale
 
-        lines.append("")
+        scale, constant = fit_guard_scale([p[0] for p in priced], [p[1] for p in priced])
+        lines += ["", f"- the profile's rows at the networks' level: x{scale:.2f} (constant "
+                  f"{constant * 1e6:.1f} µs; `in_model_guard_scale`'s factor, which a "
+                  "calibration does not apply)"]
         for label, pts in [*((f"batch {b}", v) for b, v in sorted(fit.items())),
                            ("both batches", [p for v in fit.values() for p in v])]:
             t, m = fit_guard_prices([p[0] for p in pts], [p[1] for p in pts],

@@ -19,7 +19,11 @@ profile records (``--frameworks``: those named only). With ``--without-guards``,
 guard prices (``FrameworkHost.guards``, inductor's) are dropped first and its host costs fitted
 again to its programs' recorded times with their guards left in (their cost then falls to the
 per-call cost, as before calibration measured guards): the same calibration without the guard
-mechanism, to price measured points both ways. Nothing is timed.
+mechanism, to price measured points both ways. With ``--guards-in-model``, a framework's guard
+rows are instead multiplied by the factor that fits its synthetic networks' own guards
+(:func:`ftmodel.calibration.guards.in_model_guard_scale`, which a calibration does not apply;
+the one thing timed: each network's guard event, at the machine's speed now, not the
+profile's). Nothing else is timed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,6 +40,7 @@ from ftmodel.calibration.in_model_cpu import in_model_networks, refit_profile  #
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
                                           IN_MODEL_FORMS, fit_in_model)
 from ftmodel.calibration.framework_host import fit_framework_costs  # noqa: E402
+from ftmodel.calibration.guards import in_model_guard_scale, scaled_rows  # noqa: E402
 from ftmodel.hardware.profile import HardwareProfile, read_profile, write_profile  # noqa: E402
 
 
@@ -49,6 +55,8 @@ def main() -> None:
                     help="with --against-curves: comma-separated frameworks to refit")
     ap.add_argument("--without-guards", action="store_true",
                     help="with --against-curves: drop guard prices, refit host costs first")
+    ap.add_argument("--guards-in-model", action="store_true",
+                    help="with --against-curves: set guard prices to the networks' own level")
     args = ap.parse_args()
     prof = read_profile(args.profile)
     fh = prof.host.frameworks["eager"]
@@ -60,7 +68,10 @@ def main() -> None:
                and (args.frameworks is None or f in args.frameworks.split(","))]
         if args.without_guards:
             prof = _without_guards(prof, fws)
-        out = refit_profile(prof, {f: in_model_networks(prof, "cpu", quick, f) for f in fws})
+        nets = {f: in_model_networks(prof, "cpu", quick, f) for f in fws}
+        if args.guards_in_model:
+            prof = _guards_in_model(prof, nets)
+        out = refit_profile(prof, nets)
         for f in fws:
             refit = out.host.frameworks[f]
             print(f"{f} recorded: {dict(prof.host.frameworks[f].in_model)}")
@@ -109,6 +120,21 @@ def _without_guards(prof: HardwareProfile, fws: list[str]) -> HardwareProfile:
         print(f"{f}: guards dropped; per call {old.per_call_s * 1e6:.1f} -> "
               f"{per_call * 1e6:.1f} us")
         frameworks[f] = replace(old, per_event_s=per_event, per_call_s=per_call, guards=())
+    return replace(prof, host=replace(prof.host, frameworks=frameworks))
+
+
+def _guards_in_model(prof: HardwareProfile, nets: dict[str, Any]) -> HardwareProfile:
+    """``prof`` with each framework's guard rows set to its networks' measured guard level."""
+    assert prof.host is not None
+    frameworks = dict(prof.host.frameworks)
+    for f, n in nets.items():
+        old = frameworks[f]
+        if not old.guards:
+            continue
+        scale, record = in_model_guard_scale(n.fns, n.programs, old.guards)
+        print(f"{f}: guard prices x{scale:.2f} (constant {record['constant_s'] * 1e6:.1f} us) "
+              f"from {len(record['networks'])} networks")
+        frameworks[f] = replace(old, guards=scaled_rows(old.guards, scale))
     return replace(prof, host=replace(prof.host, frameworks=frameworks))
 
 

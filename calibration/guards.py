@@ -11,11 +11,24 @@ the guard evaluation's own event (:data:`GUARD_EVENT`, one a call) is its guard 
 flush size, seconds per tensor and per module are fitted by non-negative least squares with a
 constant (left out: the per-call cost of the host programs holds it). Times are scaled to the
 calibration's nominal speed as host work.
+
+A chain's tensor or module costs less than a real model's after the same bytes (a 2-vCPU Intel
+Xeon VM: the chains' prices gave 0.37-0.74x the guards of torchvision and timm CNNs, 0.27-0.82x
+those of the in-model stage's synthetic networks). :func:`in_model_guard_scale` measures that
+level inside models: each network is called back to back, its kernels running between two
+guard evaluations, and ``guard = c + s·priced`` is fitted to the networks' guard events
+(``priced``: what the chains' rows give for the tensors and modules the lowering counts, at the
+bytes the network touches). A calibration does not apply ``s``: on a 2-vCPU AMD EPYC Zen 5 guest
+the networks put it at 3.2, and the rows so scaled (the in-model terms fitted again) priced the
+inductor tuning half at 14.0% median APE against 10.0% with the chains' rows
+(``benchmarks/refit_in_model.py --guards-in-model``); on the Intel Xeon VM, rows 1.6x the
+chains' moved it from 15.2% to 15.8%. The guard event's self time inside a model is not all
+time the call loses to guards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,14 +36,15 @@ import torch
 from scipy.optimize import nnls
 from torch import nn
 
+from ftmodel.estimate.guards import GuardRow, guard_seconds
 from ftmodel.frameworks._common import silenced_output
 from ftmodel.frameworks.base import get_framework
-from ftmodel.program import GUARD_MODULE, GUARD_TENSOR
+from ftmodel.program import GUARD_MODULE, GUARD_TENSOR, Program
 from ftmodel.speed import at_nominal_speed
 from ftmodel.tracing.dispatch import trace
 
-__all__ = ["CALLS", "FLUSH_BYTES", "GUARD_EVENT", "fit_guard_prices", "guard_event_s",
-           "measure_guards"]
+__all__ = ["CALLS", "FLUSH_BYTES", "GUARD_EVENT", "fit_guard_prices", "fit_guard_scale",
+           "guard_event_s", "in_model_guard_scale", "measure_guards", "scaled_rows"]
 
 GUARD_EVENT = "TorchDynamo Cache Lookup"  # the profiler's event around dynamo's guard check
 CALLS = 30
@@ -103,3 +117,42 @@ def measure_guards(quick: bool, rounds: int
                                                       [c[4] for c in chains], times)
             rows.append((float(nbytes), per_tensor, per_module))
     return tuple(rows), raw
+
+
+def fit_guard_scale(priced_s: Sequence[float], measured_s: Sequence[float]
+                    ) -> tuple[float, float]:
+    """(scale ``s``, constant ``c`` in seconds) of ``measured = c + s·priced``, non-negative
+    least squares; (1, 0) when nothing is priced."""
+    if not any(priced_s):
+        return 1.0, 0.0
+    a = np.column_stack([np.ones(len(priced_s)), priced_s]).astype(np.float64)
+    coef, _ = nnls(a, np.asarray(measured_s, dtype=np.float64))
+    return (float(coef[1]), float(coef[0])) if coef[1] > 0 else (1.0, 0.0)
+
+
+def scaled_rows(rows: Sequence[GuardRow], scale: float) -> tuple[GuardRow, ...]:
+    """``rows`` with both prices multiplied by ``scale`` (the bytes kept)."""
+    return tuple((b, t * scale, m * scale) for b, t, m in rows)
+
+
+def in_model_guard_scale(runs: Mapping[Any, Callable[[], object]],
+                         programs: Mapping[Any, Program], rows: Sequence[GuardRow]
+                         ) -> tuple[float, dict[str, Any]]:
+    """(scale of ``rows``, the record): each program's guard event timed back to back
+    (:func:`guard_event_s`, at nominal speed as host work) against what ``rows`` price for it,
+    and :func:`fit_guard_scale` fitted to them. ``runs`` and ``programs`` share their keys (the
+    in-model stage's networks); scale 1 without rows."""
+    if not rows:
+        return 1.0, {}
+    priced: list[float] = []
+    measured: list[float] = []
+    with torch.no_grad():
+        for key, prog in programs.items():
+            run = runs[key]
+            measured.append(at_nominal_speed(lambda r=run: guard_event_s(r, None), "cpu",
+                                             host_share=1.0))
+            priced.append(guard_seconds(prog.host_events, prog.kernels, rows))
+    scale, constant = fit_guard_scale(priced, measured)
+    return scale, {"scale": scale, "constant_s": constant,
+                   "networks": [{"network": str(k), "priced_s": p, "measured_s": m}
+                                for k, p, m in zip(programs, priced, measured)]}

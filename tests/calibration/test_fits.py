@@ -243,6 +243,19 @@ def test_guard_prices_are_fitted_per_tensor_and_per_module_with_a_constant() -> 
     assert (per_tensor, per_module) == pytest.approx((0.3e-6, 0.1e-6), rel=1e-6)
 
 
+def test_guard_rows_are_scaled_to_the_level_measured_inside_models() -> None:
+    from ftmodel.calibration.guards import fit_guard_scale, scaled_rows
+
+    priced = [10e-6, 40e-6, 160e-6, 400e-6]
+    scale, constant = fit_guard_scale(priced, [15e-6 + 2.5 * p for p in priced])
+    assert (scale, constant) == pytest.approx((2.5, 15e-6), rel=1e-6)
+    assert fit_guard_scale([0.0, 0.0], [1e-5, 2e-5]) == (1.0, 0.0)  # nothing priced
+    rows = ((0.0, 1e-7, 2e-7), (float(32 << 20), 4e-7, 8e-7))
+    scaled = scaled_rows(rows, 2.5)
+    assert [r[0] for r in scaled] == [0.0, float(32 << 20)]  # the bytes kept
+    assert [x for r in scaled for x in r[1:]] == pytest.approx([2.5e-7, 5e-7, 1e-6, 2e-6])
+
+
 def test_a_class_of_several_ops_gets_a_curve_per_op() -> None:
     from ftmodel.calibration.sweep_stage import per_op_curves
     from ftmodel.hardware.profile import OpClassData
