@@ -32,11 +32,11 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ftmodel.calibration.in_model_cpu import in_model_networks, refit_profile  # noqa: E402
+from ftmodel.calibration.in_model_cpu import (InModelNetworks, in_model_networks,  # noqa: E402
+                                                refit_profile)
 from ftmodel.calibration.networks import (DEVICE_SCALED_FORMS, HOST_SCALED_FORMS,  # noqa: E402
                                           IN_MODEL_FORMS, fit_in_model)
 from ftmodel.calibration.framework_host import fit_framework_costs  # noqa: E402
@@ -123,7 +123,8 @@ def _without_guards(prof: HardwareProfile, fws: list[str]) -> HardwareProfile:
     return replace(prof, host=replace(prof.host, frameworks=frameworks))
 
 
-def _guards_in_model(prof: HardwareProfile, nets: dict[str, Any]) -> HardwareProfile:
+def _guards_in_model(prof: HardwareProfile,
+                     nets: dict[str, InModelNetworks]) -> HardwareProfile:
     """``prof`` with each framework's guard rows set to its networks' measured guard level."""
     assert prof.host is not None
     frameworks = dict(prof.host.frameworks)
