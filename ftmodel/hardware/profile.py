@@ -195,7 +195,8 @@ def _host(d: Any, path: str) -> HostProfile:
         threads=threads,
         frameworks={k: _framework_host(v, f"{path}.frameworks.{k}") for k, v in fws.items()},
         page_fault_s=field_value(d, "page_fault_s", float, path, 0.0),
-        mmap_threshold_bytes=_mmap_threshold(field_value(d, "mmap_threshold_bytes", int, path, 0), path),
+        mmap_threshold_bytes=_mmap_threshold(
+            field_value(d, "mmap_threshold_bytes", int, path, 0), path),
         drives=_drives(field_value(d, "drives", str, path, ""), path),
     )
 
@@ -221,7 +222,7 @@ def _op_class(d: Any, path: str) -> OpClassData:
         raise ProfileError(f"profile field '{path}.model' must be 'samples' or 'roofline', "
                            f"got {model!r}")
     samples = number_rows(field_value(d, "samples", list, path, []), 4, f"{path}.samples",
-                    "macs, bytes_read, bytes_written, time_s")
+                          "macs, bytes_read, bytes_written, time_s")
     if model == "samples" and not samples:
         raise ProfileError(f"profile field '{path}.samples' is empty; a 'samples' curve needs data")
     params = seconds_map(field_value(d, "params", dict, path, {}), f"{path}.params")
