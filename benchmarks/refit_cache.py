@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     start, now = speed.get("start_reference_s"), speed.get("reference_s")
     factor = float(now) / float(start) if start and now else 1.0
     fit = fit_cache_model(probe)
-    cache = cache_at(fit, factor)
+    # a framework's own entries (``<framework>/...``, its runtime's probe) are kept as they are
+    cache = {**cache_at(fit, factor),
+             **{k: v for k, v in profile.device.cache.items() if "/" in k}}
     refits = list(profile.provenance.get("refits", []))
     refits.append({
         "from": Path(args.profile).name,

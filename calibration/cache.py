@@ -19,6 +19,16 @@ layers ran at 30 and 46 GB/s in all). ``wide_ratio`` is the wide chain's penalty
 its hot layer, divided by the narrow chain's once it streams (``stream_share · (t_cold − t_hot)``
 per byte).
 
+On a CPU a third chain, of convolutions (``nn.Conv2d(512, 512, 3)`` on a 3x3 map, 9 MiB of
+weights each, :data:`EAGER_CONV_BATCH` images a call so that eager runs oneDNN's convolution),
+tells what such a convolution pays streaming its weights: its penalty per byte over its hot
+layer, divided by what the GEMM chains charge a layer of that size, is ``conv_ratio``. A
+compute-bound convolution streams its weights in the shadow of its MACs: on the 2-vCPU AMD EPYC
+(Zen 5) a chain of them paid 12 ps a byte over the layer hot (+110 µs on 0.72 ms), where the
+GEMM chains charge a 9 MiB layer 38 and the narrow layers' price, which eager's convolutions
+paid without the chain, is 66 (ResNet-34's last stage at batch 4 was predicted at 1.5x what it
+ran).
+
 A framework whose runtime streams weights its own way is probed through that runtime
 (:func:`probe_runtime_cache`): the same chains, made its sessions, and a third chain of
 convolutions (``nn.Conv2d(512, 512, 3)`` on a 3x3 map, 9 MiB of weights each), whose penalty per
@@ -53,7 +63,7 @@ from ftmodel.estimate.cache import CacheModel
 from ftmodel.machine import available_memory_bytes
 from ftmodel.measure import Measurement, measure_cold_interleaved, measure_interleaved
 
-__all__ = ["CONV_LAYER_BYTES", "LAYER_BYTES", "ChainRunner", "fit_cache_model",
+__all__ = ["CONV_LAYER_BYTES", "EAGER_CONV_BATCH", "LAYER_BYTES", "ChainRunner", "fit_cache_model",
            "fit_runtime_cache", "probe_cache", "probe_runtime_cache"]
 
 _WIDTH = 512
@@ -61,6 +71,10 @@ LAYER_BYTES = _WIDTH * _WIDTH * 4  # 1 MiB of fp32 weights per layer (the bias i
 _WIDE_WIDTH = 2048  # 16 MiB per wide layer, less where half the cache is smaller
 _CONV_CHANNELS, _CONV_MAP = 512, 3  # the convolution chain's layers: 512 -> 512, 3x3, on 3x3
 CONV_LAYER_BYTES = _CONV_CHANNELS * _CONV_CHANNELS * 9 * 4  # 9 MiB of fp32 weights per layer
+# images per call of eager's convolution chain: at batch 1 a 3x3 map runs as im2col and one GEMM
+# (ATen's slow2d, priced as a GEMM streams), from batch 4 on as oneDNN's convolution, which
+# re-orders its weights on every call (ftmodel.tracing.variants.conv_variant)
+EAGER_CONV_BATCH = 4
 
 # makes a runtime's session from a chain and its input; returns one call of it
 ChainRunner = Callable[[nn.Module, torch.Tensor], Callable[[], object]]
@@ -87,13 +101,18 @@ def _wide_width(llc_bytes: int) -> int:
 def probe_cache(device: str, flush: Callable[[], object], llc_bytes: int, *,
                 rounds: int = 5, quick: bool = False) -> dict[str, Any]:
     """Time the layer chains in eager mode; returns the raw probe (grid, per-layer times, hot,
-    cold)."""
-    # alive at once: every chain of the grid and the wide one, as long as the longest
-    copies = sum(_QUICK_GRID if quick else _FULL_GRID) + 1.0
-    grid, width, n_wide, _ = _chain_sizes(
+    cold). On a CPU, also the convolution chain (:data:`EAGER_CONV_BATCH` images a call, so
+    that eager runs oneDNN's convolution), hot and streaming, for ``conv_ratio``: on the 2-vCPU
+    AMD EPYC (Zen 5) a chain of them ran +110 µs a layer over the layer hot (0.72 ms), 12 ps a
+    byte, where the narrow layers' price inside a chain was 66."""
+    # alive at once: every chain of the grid, the wide one and the convolutions (CPU), each as
+    # long as the longest
+    copies = sum(_QUICK_GRID if quick else _FULL_GRID) + (2.0 if device == "cpu" else 1.0)
+    grid, width, n_wide, n_conv = _chain_sizes(
         llc_bytes, quick, _max_chain_bytes(copies) if device == "cpu" else None)
     x = torch.randn(1, _WIDTH, device=device)
     xw = torch.randn(1, width, device=device)
+    xc = torch.randn(EAGER_CONV_BATCH, _CONV_CHANNELS, _CONV_MAP, _CONV_MAP, device=device)
     with torch.no_grad():
         one, wide_one, wide = _chain(1, device), _chain(1, device, width), _chain(n_wide, device, width)
         fns: dict[Any, Callable[[], object]] = {"hot": lambda: one(x)}
@@ -103,14 +122,26 @@ def probe_cache(device: str, flush: Callable[[], object], llc_bytes: int, *,
         fns["wide_hot"] = lambda: wide_one(xw)
         fns["wide"] = lambda: wide(xw)
         res = measure_interleaved(fns, device=device, rounds=rounds, round_s=0.03)
+        if device == "cpu":  # a ratio of ~1 ms calls a tenth apart: longer and more rounds
+            conv_one, conv = _conv_chain(1, device), _conv_chain(n_conv, device)
+            res.update(measure_interleaved(
+                {"conv_hot": lambda: conv_one(xc), "conv": lambda: conv(xc)}, device=device,
+                rounds=rounds + 2, warmup=5, round_s=0.1))
         cold = measure_cold_interleaved({"cold": fns["hot"]}, flush=flush, device=device,
                                         rounds=rounds, reps=9)["cold"].time_s
     per_layer = {n: res[n].time_s / n for n in grid}
-    return {"layer_bytes": LAYER_BYTES, "grid_layers": grid,
-            "per_layer_s": [per_layer[n] for n in grid], "hot_s": res["hot"].time_s,
-            "cold_s": cold, "wide_layer_bytes": width * width * 4, "wide_layers": n_wide,
-            "wide_per_layer_s": res["wide"].time_s / n_wide,
-            "wide_hot_s": res["wide_hot"].time_s}
+    probe: dict[str, Any] = {"layer_bytes": LAYER_BYTES, "grid_layers": grid,
+                             "per_layer_s": [per_layer[n] for n in grid],
+                             "hot_s": res["hot"].time_s, "cold_s": cold,
+                             "wide_layer_bytes": width * width * 4, "wide_layers": n_wide,
+                             "wide_per_layer_s": res["wide"].time_s / n_wide,
+                             "wide_hot_s": res["wide_hot"].time_s}
+    if "conv" in res:
+        probe.update({"conv_layer_bytes": CONV_LAYER_BYTES, "conv_layers": n_conv,
+                      "conv_batch": EAGER_CONV_BATCH,
+                      "conv_per_layer_s": res["conv"].time_s / n_conv,
+                      "conv_hot_s": res["conv_hot"].time_s})
+    return probe
 
 
 def probe_runtime_cache(runner: ChainRunner, llc_bytes: int, *, rounds: int = 5,

@@ -75,7 +75,11 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
     +430 µs per layer over the layer alone, 46 ps per byte, where the probe's 1 MiB layers
     paid 138 and its 16 MiB ones 47); other MAC kernels keep the narrow layers' price (an
     eager oneDNN convolution re-orders its weights as it reads them: 9.4 MiB of them at batch
-    1 cost the Xeon +250-400 µs, more per byte than the probe's 1 MiB layers).
+    1 cost the Xeon +250-400 µs, more per byte than the probe's 1 MiB layers), unless the
+    calibration timed a chain of the framework's own convolutions (``CacheModel.conv_ratio``,
+    :mod:`ftmodel.calibration.cache`): then every convolution not streamed as a GEMM pays the
+    GEMM rate for its size times that ratio (eager's oneDNN ones on the Zen 5 EPYC: 0.3x, a
+    compute-bound convolution streams its weights while it computes).
     Convolutions eager runs as im2col and one GEMM (:data:`GEMM_CONV_PREFIX`) stream as GEMMs
     do. Every kernel pays the penalty for the share of its bytes its own hot samples found in
     cache (:func:`_hot_resident_ratio`): none once it touches more than the cache holds.
@@ -96,7 +100,7 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
         probed = np.where(gemm, probed_at_size, cache.narrow_bytes)
         if cache.conv_ratio > 0.0:  # the framework's own convolution chain was probed
             conv = np.array([kernels[i].op_class in CONV_CLASSES for i in idx.tolist()],
-                            dtype=bool)
+                            dtype=bool) & ~gemm
             rate = np.where(conv, at_size * cache.conv_ratio, rate)
             probed = np.where(conv, probed_at_size, probed)
         touched = once + np.array([kernels[i].bytes_written for i in idx.tolist()],

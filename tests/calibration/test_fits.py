@@ -128,6 +128,21 @@ def test_cache_fit_prices_wide_layers_streaming_by_their_own_chain() -> None:
     assert "wide_ratio" not in fit_cache_model(_probe(12, 32, 0.6))  # an older probe: none
 
 
+def test_cache_fit_prices_eagers_convolutions_by_their_own_chain() -> None:
+    # eager's chain of 9 MiB oneDNN convolutions paid 12 ps a byte over its hot layer, where the
+    # GEMM chains charge a layer of that size 0.6 x 100 µs per MiB x 0.5 ** (log 9 / log 16)
+    probe = _probe(12, 32, 0.6)
+    wide = 16 * MIB
+    probe.update({"wide_layer_bytes": wide, "wide_layers": 12, "wide_hot_s": 500e-6,
+                  "wide_per_layer_s": 500e-6 + 0.5 * 0.6 * 100e-6 * 16,
+                  "conv_layer_bytes": CONV_LAYER_BYTES, "conv_layers": 11, "conv_batch": 4,
+                  "conv_hot_s": 720e-6, "conv_per_layer_s": 720e-6 + 12e-12 * CONV_LAYER_BYTES})
+    fit = fit_cache_model(probe)
+    gemm_at_conv = 0.6 * 100e-6 / LAYER_BYTES * 0.5 ** (np.log(9) / np.log(16))
+    assert fit["conv_ratio"] == pytest.approx(12e-12 / gemm_at_conv, rel=1e-6)
+    assert "conv_ratio" not in fit_cache_model(_probe(12, 32, 0.6))  # an older probe: none
+
+
 def _runtime_probe(lo_mib: float, hi_mib: float, excess_s: float) -> dict[str, object]:
     """A runtime's chains: 1 MiB layers hot at 8 µs, ``excess_s`` more per layer once their
     weights stream; 16 MiB layers at 20 ps per byte over their hot time, 9 MiB convolutions

@@ -18,6 +18,7 @@ import ftmodel.calibration.suite as suite
 from ftmodel.calibration.allocator import (MAPPING, PROBE_THREADS, fresh_mapping, median_probe,
                                           mmap_threshold_stale, page_fault_probe_stale,
                                           probe_mmap_threshold, probe_page_fault_s)
+from ftmodel.calibration.cache import EAGER_CONV_BATCH
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.calibration.update import kept_for_update
@@ -78,6 +79,10 @@ def test_quick_calibration_writes_a_complete_valid_profile(quick_profile: Path) 
     lstm = prof.device.op_classes["gemm@mkldnn_rnn_layer"]
     assert {row[0] for row in lstm.samples} == {4.0 * 2 * h * h * b for h in (128, 512)
                                                  for b in (1, 16)}
+    # the cache probe timed eager's oneDNN convolutions too, hot and in a chain
+    probe = prof.provenance["cache_probe"]
+    assert probe["conv_batch"] == EAGER_CONV_BATCH and probe["conv_layers"] >= 2
+    assert probe["conv_hot_s"] > 0 and probe["conv_per_layer_s"] > 0
     eager = prof.host.frameworks["eager"]  # type: ignore[union-attr]
     assert eager.per_event_s["module_call"] >= 0
     assert any("program" in s for s in eager.samples)  # raw measurements kept

@@ -70,6 +70,23 @@ def test_extrapolation_keeps_edge_throughput() -> None:
     assert t1 == pytest.approx(1e7 / 6.4e7, rel=5e-2)
 
 
+def test_below_the_smallest_sample_time_follows_the_curves_own_slope() -> None:
+    """Less work than any sample: the edge's time scaled by the work to the power of the
+    curve's slope over its first e-fold. Samples on a fixed per-call cost (50 µs up to 1e6
+    MACs) keep about that cost for a smaller kernel; samples in proportion to their work (1e10 MAC/s)
+    scale it down in proportion."""
+    floor = tuple((m, 0.0, 0.0, 50e-6 + m / 1e11) for m in (1e5, 3e5, 1e6, 1e7, 1e8))
+    linear = tuple((m, 0.0, 0.0, m / 1e10) for m in (1e5, 3e5, 1e6, 1e7, 1e8))
+    t_floor = DeviceModel(_device({"gemm": OpClassData("samples", floor)})).kernel_times_s(
+        [_gemm(1e4), _gemm(1e5)])
+    assert t_floor[1] == pytest.approx(51e-6, rel=1e-3)
+    # the first e-fold's slope is ~0.03: 10x less work, 7% less time (not 90%)
+    assert 0.9 * t_floor[1] < t_floor[0] < t_floor[1]
+    t_lin = DeviceModel(_device({"gemm": OpClassData("samples", linear)})).kernel_times_s(
+        [_gemm(1e4), _gemm(1e5)])
+    assert t_lin[0] == pytest.approx(t_lin[1] / 10, rel=1e-3)
+
+
 def test_byte_class_uses_bytes() -> None:
     rows = tuple((0.0, b / 2, b / 2, b / 1e10) for b in (1e3, 1e5, 1e7))
     dm = DeviceModel(_device({"elementwise": OpClassData("samples", rows)}))
@@ -284,6 +301,25 @@ def test_kernels_larger_than_the_cache_paid_the_stream_in_their_hot_samples() ->
     hc, cc = DeviceModel(device).hot_cold_times_s([conv, slow])
     assert cc[0] - hc[0] == pytest.approx(2**23 * 2e-10, rel=1e-6)  # re-orders: narrow price
     assert cc[1] - hc[1] == pytest.approx(2**23 * 1e-10, rel=1e-6)  # a GEMM's
+
+
+def test_eagers_convolution_chain_prices_its_oneDNN_convolutions_streaming() -> None:
+    """With a shared ``conv_ratio`` (eager's own chain of oneDNN convolutions, timed by the
+    calibration), a convolution oneDNN runs streams at the GEMM rate for its size times the
+    ratio; one run as im2col and a GEMM (``slow2d``) or on prepacked weights keeps a GEMM's."""
+    cache = {"lo_bytes": 1e9, "hi_bytes": 1e12, "stream_share": 0.5, "cold_s_per_byte": 2e-10,
+             "narrow_bytes": 2.0**20, "wide_bytes": 2.0**24, "wide_ratio": 0.4,
+             "conv_ratio": 0.3}
+    classes = {"gemm": OpClassData("samples", SAT_ROWS), "conv": OpClassData("samples", SAT_ROWS)}
+    device = DeviceProfile("dev", "cpu", "sync", classes, cache=cache)
+    conv = Kernel("conv", int(1e8), 2**25, 0, "m", ("aten.convolution",), variant="mkldnn")
+    others = [dataclasses.replace(conv, variant=v) for v in ("slow2d", "mkldnn_prepacked")]
+    h, c = DeviceModel(device).hot_cold_times_s([_gemm(1e8, 2**25), conv, *others])
+    gemm = 2**25 * 0.4 * 2e-10  # a 32 MiB layer: the wide layers' price per byte
+    assert c[0] - h[0] == pytest.approx(gemm, rel=1e-6)
+    assert c[1] - h[1] == pytest.approx(gemm * 0.3, rel=1e-6)
+    assert c[2] - h[2] == pytest.approx(gemm, rel=1e-6)
+    assert c[3] - h[3] == pytest.approx(gemm, rel=1e-6)
 
 
 def test_a_framework_probed_through_its_runtime_streams_by_its_own_chains() -> None:
