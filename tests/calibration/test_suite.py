@@ -543,6 +543,24 @@ def test_page_fault_probe_runs_its_op_on_one_thread_and_puts_the_count_back() ->
         k: v for k, v in probe.items() if k != "threads"}})
 
 
+def test_page_fault_probe_is_timed_as_host_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a speed meter the probe's rounds follow the host reference, which the profile's
+    price is re-expressed by (``ftmodel.hardware.rescale.at_speed``), not the GEMM's."""
+    import ftmodel.calibration.allocator as allocator
+
+    seen: list[object] = []
+    real = allocator.measure_interleaved
+
+    def spy(fns: Any, **kw: Any) -> Any:
+        seen.append(kw.get("host_share"))
+        return real(fns, **kw)
+
+    monkeypatch.setattr(allocator, "measure_interleaved", spy)
+    probe_page_fault_s(rounds=1, round_s=0.005)
+    (share,) = seen
+    assert isinstance(share, dict) and len(share) >= 2 and set(share.values()) == {1.0}
+
+
 def test_page_fault_price_is_the_median_probe_of_the_calibration() -> None:
     probes = [{"page_fault_s": s, "samples": [s]} for s in (1.0e-6, 5.9e-6, 1.2e-6, 1.1e-6)]
     got = median_probe(probes)
