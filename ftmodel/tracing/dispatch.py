@@ -108,9 +108,14 @@ def _attributes_kept(model: nn.Module) -> Iterator[None]:
                     v.update(kept)
 
 
-# Python frames of these files are framework code (priced per module call and per op), not the
-# model's own glue; "/torch/" leaves torchvision, transformers and user code counted.
-_FRAMEWORK_FILES = (f"{os.sep}torch{os.sep}", f"{os.sep}ftmodel{os.sep}", "<frozen ")
+# Python frames of files under these prefixes are framework code (priced per module call and
+# per op), not the model's own glue: torch's package and ftmodel's own (torchvision,
+# transformers and user code are counted). The packages' directories, not any path with a
+# "torch" or "ftmodel" component: matched as such, a model in a checkout named ftmodel (or the
+# calibration's synthetic networks, run from one) had none of its Python calls counted.
+_FRAMEWORK_FILES = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+                    "<frozen ")
 # the standard library's weak containers: their callbacks run when an object dies, inside
 # whatever frame drops the last reference (in a trace, a fake tensor's memo entry), not as calls
 # of the model; counted, a network's Python calls depended on what its process had traced before
@@ -123,7 +128,7 @@ _FRAMEWORK, _LIBRARY, _MODEL = 0, 1, 2
 def _code_kind(filename: str) -> int:
     """framework (torch, ftmodel, the standard library's weak containers), library (the rest of
     the standard library, generated code) or model."""
-    if any(p in filename for p in _FRAMEWORK_FILES):
+    if filename.startswith(_FRAMEWORK_FILES):
         return _FRAMEWORK
     if filename.startswith(_STDLIB) and os.path.basename(filename) in _WEAKREF_FILES:
         return _FRAMEWORK

@@ -369,6 +369,26 @@ def test_callbacks_of_dying_objects_are_not_the_models_calls() -> None:
     assert tr.n_py_calls == 0
 
 
+def test_model_code_in_a_folder_named_like_the_package_is_the_models(tmp_path: Any) -> None:
+    """Framework code is torch's package and ftmodel's own, by their directories: a model
+    file in a checkout named ``ftmodel`` (or ``torch``) is still the model's code."""
+    import importlib.util
+
+    for name in ("ftmodel", "torch"):
+        folder = tmp_path / name / "examples"
+        folder.mkdir(parents=True)
+        path = folder / f"glue_{name}.py"
+        path.write_text("import torch\n\n"
+                        "def plus_one(x):\n    return x + 1\n\n"
+                        "class Glue(torch.nn.Module):\n"
+                        "    def forward(self, x):\n        return plus_one(plus_one(x))\n")
+        spec = importlib.util.spec_from_file_location(f"glue_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert trace(module.Glue(), torch.randn(2, 4)).n_py_calls == 2, name
+
+
 def test_calls_inside_an_aten_op_are_not_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """Code run inside the dispatch of an aten op on fake tensors is torch's (meta kernels,
     decompositions, and whatever they call lazily the first time, e.g. typing_extensions), never
