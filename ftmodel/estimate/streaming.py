@@ -78,7 +78,7 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
     1 cost the Xeon +250-400 µs, more per byte than the probe's 1 MiB layers), unless the
     calibration timed a chain of the framework's own convolutions (``CacheModel.conv_ratio``,
     :mod:`ftmodel.calibration.cache`): then every convolution not streamed as a GEMM pays the
-    GEMM rate for its size times that ratio (eager's oneDNN ones on the Zen 5 EPYC: 0.3x, a
+    GEMM rate for its size times that ratio (eager's oneDNN ones on the Zen 5 EPYC: 0.22-0.24x, a
     compute-bound convolution streams its weights while it computes).
     Convolutions eager runs as im2col and one GEMM (:data:`GEMM_CONV_PREFIX`) stream as GEMMs
     do. Every kernel pays the penalty for the share of its bytes its own hot samples found in
