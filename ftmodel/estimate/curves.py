@@ -349,7 +349,9 @@ class SampleCurve:
         # slope there (:meth:`_low_slope`)
         edge = self._from_coords(xc, yc)
         scale = work(self.op_class, macs, br, bw) / work(self.op_class, *edge)
-        scale = np.where(x < xc, scale ** self._low_slope(yc), scale)
+        below = x < xc
+        if below.any():  # the slope only where a query lies below the grid
+            scale[below] = scale[below] ** self._low_slope(yc[below])
         out: np.ndarray = np.exp(log_t) * np.where((x != xc) | (y != yc), scale, 1.0)
         return out
 
