@@ -23,9 +23,11 @@ from ftmodel.calibration.op_sample import OpSample, random_tensor as _r
 from ftmodel.calibration.sweep_grid import CPU_GRID, GPU_GRID, SweepGrid
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.estimate.curves import GRU_STEP_CURVE, LSTM_STEP_CURVE
+from ftmodel.tracing.attention_variants import ATTENTION_HEAD_DIMS
 
 __all__ = ["OpSample", "op_samples", "named_sweeps", "ort_samples", "OP_SWEEP_CLASSES",
-           "ORT_ONLY_CURVES", "PER_OP_CLASSES", "SweepGrid", "CPU_GRID", "GPU_GRID",
+           "ORT_ONLY_CURVES", "PER_OP_CLASSES", "VARIANT_CURVE_CLASSES", "SweepGrid", "CPU_GRID",
+           "GPU_GRID",
            "LSTM_STEPS", "LSTM_SHORT_STEPS"]
 
 
@@ -81,14 +83,19 @@ def _bmm(quick: bool, grid: SweepGrid) -> list[OpSample]:
 
 
 def _attention(quick: bool, grid: SweepGrid) -> list[OpSample]:
+    """Fused attention over the grid's batches, heads and sequence lengths, at each head
+    dimension of :data:`~ftmodel.tracing.attention_variants.ATTENTION_HEAD_DIMS`: each its own
+    curve (``attention:head16``, ..., from the samples' variants, ``sweep_stage``), since at
+    equal MACs small heads have more scores to softmax."""
     sdpa = _Fn(F.scaled_dot_product_attention)
     t = _r(1, 1, 2, 4)
     out = [OpSample("attention", "sdpa", "sdpa floor", sdpa, (t, t, t), is_floor=True)]
-    for b, h in (grid.sdpa_batch_heads if not quick else ((1, 12),)):
-        for s in (grid.sdpa_seqs if not quick else (64,)):
-            q = _r(b, h, s, 64)
-            out.append(OpSample("attention", "sdpa", f"sdpa b{b} h{h} s{s} d64", sdpa,
-                                (q, q.clone(), q.clone())))
+    for d in ATTENTION_HEAD_DIMS:
+        for b, h in (grid.sdpa_batch_heads if not quick else ((1, 12),)):
+            for s in (grid.sdpa_seqs if not quick else (64,)):
+                q = _r(b, h, s, d)
+                out.append(OpSample("attention", "sdpa", f"sdpa b{b} h{h} s{s} d{d}", sdpa,
+                                    (q, q.clone(), q.clone())))
     return out
 
 
@@ -186,6 +193,9 @@ def _seq(n: int) -> torch.Tensor:
 # norm; a 3x3 max pool with its indices against an average or a 1-d max pool): besides the
 # class's curve of all of them, each op gets a curve of its own samples (``<class>@<op>``)
 PER_OP_CLASSES = ("norm", "pool")
+# classes whose samples' variants each get a curve of their own (``<class>:<variant>``) besides
+# the class's curve of all of them: a convolution's backend, an attention's head dimension
+VARIANT_CURVE_CLASSES = ("conv", "conv_grouped", "attention")
 
 
 def _bytes_classes(quick: bool, grid: SweepGrid) -> list[OpSample]:

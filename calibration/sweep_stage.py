@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ftmodel.calibration.op_sample import OpSample
-from ftmodel.calibration.ops import PER_OP_CLASSES
+from ftmodel.calibration.ops import PER_OP_CLASSES, VARIANT_CURVE_CLASSES
 from ftmodel.frameworks import eager
 from ftmodel.hardware.profile import OpClassData
 from ftmodel.estimate.curves import PER_CALL
@@ -235,7 +235,7 @@ def class_curves(samples: list[OpSample], passes: Sequence[ClassTimes], device: 
                                    shorts.get(s.label)))
         row, steps = s.curve_row(main, device_s)  # per step on a per-step curve
         rows.append(row)
-        variants.append(main.variant if s.op_class in ("conv", "conv_grouped") else "")
+        variants.append(main.variant if s.op_class in VARIANT_CURVE_CLASSES else "")
         raw.append({"label": s.label, "total_s": total_s, "floor_s": floor_s, "spread": spread,
                     "variant": variants[-1],
                     "op": op_name(main.members[0]) if main.members else "", **extra})

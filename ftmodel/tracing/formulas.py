@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ftmodel.tracing.attention_variants import SDPA_OPS, attention_variant
 from ftmodel.tracing.rnn_variants import RNN_OPS, rnn_recurrent_share, rnn_steps, rnn_variant
 from ftmodel.tracing.variants import conv_variant
 
@@ -372,10 +373,13 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     """What refines device time within an op class (see records.py): "inplace", "math",
     "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...) and
     ``steps=<n>,rec=<share>`` for a fused recurrent op (both in :mod:`ftmodel.tracing.variants`),
-    or ""."""
+    ``head<D>`` for a fused attention op with small heads
+    (:mod:`ftmodel.tracing.attention_variants`), or ""."""
     name = _packet_name(func)
     if name == "convolution" and len(args) >= 9:
         return conv_variant(args)
+    if name in SDPA_OPS:
+        return attention_variant(name, args)
     if name in RNN_OPS:
         return rnn_variant(rnn_steps(name, args), rnn_recurrent_share(name, args))
     schema = getattr(func, "_schema", None)
@@ -391,9 +395,10 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
 def static_traits(func: Any) -> tuple[str | None, str | None]:
     """``(classify(func, args), variant_of(func, args))`` where they do not depend on ``args``;
     None where they do (convolutions: their class depends on the groups, their variant on the
-    backend). A tracer may cache them per op."""
+    backend; fused attention: its variant on the head dimension). A tracer may cache them per
+    op."""
     name = _packet_name(func)
     cls = _BY_NAME.get(name) or (_BY_NAME.get(name[:-1]) if name.endswith("_") else None)
-    if cls == "conv" or name == "convolution" or name in RNN_OPS:
+    if cls == "conv" or name == "convolution" or name in RNN_OPS or name in SDPA_OPS:
         return None, None
     return classify(func, ()), variant_of(func, ())
