@@ -13,8 +13,8 @@ takes the family nearest its head dimension on a log scale (:func:`attention_var
 profiles without those curves price every head on ``attention``.
 
 Counted for the fused ops whose first input is ``(B, H, S, D)`` or ``(B, S, H, D)`` (the last
-dimension is the head's): ``_scaled_dot_product_*`` and ``_flash_attention_forward`` /
-``_efficient_attention_forward``. Not for ``_native_multi_head_attention`` or
+dimension is the head's): ``scaled_dot_product_attention`` (a TorchScript graph's node),
+``_scaled_dot_product_*`` and ``_flash_attention_forward`` / ``_efficient_attention_forward``. Not for ``_native_multi_head_attention`` or
 ``_transformer_encoder_layer_fwd``, whose inputs are ``(B, S, E)``.
 """
 
@@ -31,6 +31,7 @@ __all__ = ["ATTENTION_HEAD_DIMS", "HEAD_VARIANT_PREFIX", "SDPA_OPS", "attention_
 ATTENTION_HEAD_DIMS = (16, 32, 64)
 HEAD_VARIANT_PREFIX = "head"
 SDPA_OPS = frozenset({
+    "scaled_dot_product_attention",  # the composite, as a TorchScript graph calls it
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
     "_flash_attention_forward", "_efficient_attention_forward",

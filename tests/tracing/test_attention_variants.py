@@ -48,6 +48,16 @@ def test_eager_attention_kernels_carry_their_head_dimension(heads: int, variant:
     assert [k.variant for k in attn] == [variant]
 
 
+def test_a_torchscript_graphs_attention_node_carries_its_head_dimension() -> None:
+    from ftmodel.frameworks.base import get_framework
+
+    xs = (torch.randn(2, 32, 64),)
+    model = _Attend(4).eval()
+    prog = get_framework("torchscript").program(model, xs, 2, trace(model, xs), device="cpu",
+                                                dtype="fp32")
+    assert [k.variant for k in prog.kernels if k.op_class == "attention"] == ["head16"]
+
+
 def test_calibration_gives_each_head_dimension_a_curve_of_its_own() -> None:
     from ftmodel.calibration.ops import CPU_GRID, op_samples
     from ftmodel.calibration.sweep_stage import ClassTimes, class_curves, grouped_curves
