@@ -1,20 +1,22 @@
 """A fused attention kernel's variant: its head dimension, by the sample family that prices it.
 
-A scaled-dot-product attention kernel does its MACs (Q·Kᵀ and P·V, ``2·B·H·S_q·S_k·D``) and,
-apart from them, a softmax over every score (``B·H·S_q·S_k``), whatever the head dimension
-``D``. At equal MACs a kernel with small heads has several times more scores, and its MACs and
-bytes do not tell it apart (bytes per MAC are ``~8/S``, whatever ``D``): on a 2-vCPU AMD EPYC
-Zen 5 guest, PyTorch's CPU flash attention over 64 heads of 32 tokens took 140 µs at ``D = 16``,
-161 µs at 32 and 222 µs at 64, where a kernel of the ``D = 16`` one's MACs at ``D = 64`` (4
-heads of 64 tokens) takes 45 µs. Calibration therefore samples attention at head dimensions 16,
-32 and 64 (``calibration/ops.py``), each family on a curve of its own (``attention:head16``,
-``attention:head32``, ``attention:head64``) besides the class's curve of them all; a kernel
-takes the family nearest its head dimension on a log scale (:func:`attention_variant`), and
-profiles without those curves price every head on ``attention``.
+A scaled-dot-product attention kernel does its MACs (Q·Kᵀ and P·V, ``2·B·H·S_q·S_k·D``)
+and, apart from them, a softmax over every score (``B·H·S_q·S_k``), whatever the head
+dimension ``D``. At equal MACs a kernel with small heads has several times more scores, and
+its MACs and bytes do not tell it apart (bytes per MAC are ``~8/S``, whatever ``D``): on a
+2-vCPU AMD EPYC Zen 5 guest, PyTorch's CPU flash attention over 64 heads of 32 tokens took
+140 µs at ``D = 16``, 161 µs at 32 and 222 µs at 64, where a kernel of the ``D = 16`` one's MACs at
+``D = 64`` (4 heads of 64 tokens) takes 45 µs. Calibration therefore samples attention at head
+dimensions 16, 32 and 64 (``calibration/ops.py``), each family on a curve of its own
+(``attention:head16``, ``attention:head32``, ``attention:head64``) besides the class's curve of
+them all; a kernel takes the family nearest its head dimension on a log scale
+(:func:`attention_variant`), and profiles without those curves price every head on
+``attention``.
 
 Counted for the fused ops whose first input is ``(B, H, S, D)`` or ``(B, S, H, D)`` (the last
 dimension is the head's): ``scaled_dot_product_attention`` (a TorchScript graph's node),
-``_scaled_dot_product_*`` and ``_flash_attention_forward`` / ``_efficient_attention_forward``. Not for ``_native_multi_head_attention`` or
+``_scaled_dot_product_*``, ``_flash_attention_forward`` and
+``_efficient_attention_forward``. Not for ``_native_multi_head_attention`` or
 ``_transformer_encoder_layer_fwd``, whose inputs are ``(B, S, E)``.
 """
 
