@@ -5,9 +5,9 @@ and, apart from them, a softmax over every score (``B·H·S_q·S_k``), whatever 
 dimension ``D``. At equal MACs a kernel with small heads has several times more scores, and
 its MACs and bytes do not tell it apart (bytes per MAC are ``~8/S``, whatever ``D``): on a
 2-vCPU AMD EPYC Zen 5 guest, PyTorch's CPU flash attention over 64 heads of 32 tokens took
-140 µs at ``D = 16``, 161 µs at 32 and 222 µs at 64, where a kernel of the ``D = 16`` one's MACs at
-``D = 64`` (4 heads of 64 tokens) takes 45 µs. Calibration therefore samples attention at head
-dimensions 16, 32 and 64 (``calibration/ops.py``), each family on a curve of its own
+140 µs at ``D = 16``, 161 µs at 32 and 222 µs at 64, where a kernel of the ``D = 16`` one's
+MACs at ``D = 64`` (4 heads of 64 tokens) takes 45 µs. Calibration therefore samples attention
+at head dimensions 16, 32 and 64 (``calibration/ops.py``), each family on a curve of its own
 (``attention:head16``, ``attention:head32``, ``attention:head64``) besides the class's curve of
 them all; a kernel takes the family nearest its head dimension on a log scale
 (:func:`attention_variant`), and profiles without those curves price every head on
