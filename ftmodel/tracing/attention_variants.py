@@ -26,18 +26,20 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ATTENTION_HEAD_DIMS", "HEAD_VARIANT_PREFIX", "SDPA_OPS", "attention_variant",
-           "head_dim_variant"]
+__all__ = ["ATTENTION_HEAD_DIMS", "FUSED_SDPA_OPS", "HEAD_VARIANT_PREFIX", "SDPA_OPS",
+           "attention_variant", "head_dim_variant"]
 
 # the head dimensions calibration samples attention at
 ATTENTION_HEAD_DIMS = (16, 32, 64)
 HEAD_VARIANT_PREFIX = "head"
-SDPA_OPS = frozenset({
-    "scaled_dot_product_attention",  # the composite, as a TorchScript graph calls it
+# the fused kernels eager dispatches to (op class "attention", ftmodel.tracing.formulas)
+FUSED_SDPA_OPS = frozenset({
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
     "_flash_attention_forward", "_efficient_attention_forward",
     "_scaled_dot_product_fused_attention_overrideable"})
+# ... and the composite, as a TorchScript graph calls it
+SDPA_OPS = FUSED_SDPA_OPS | {"scaled_dot_product_attention"}
 
 
 def head_dim_variant(head_dim: int) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ftmodel.tracing.attention_variants import SDPA_OPS, attention_variant
+from ftmodel.tracing.attention_variants import FUSED_SDPA_OPS, SDPA_OPS, attention_variant
 from ftmodel.tracing.rnn_variants import RNN_OPS, rnn_recurrent_share, rnn_steps, rnn_variant
 from ftmodel.tracing.variants import conv_variant
 
@@ -86,10 +86,7 @@ for _cls, _names in {
     "conv": ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
              "_slow_conv2d_forward", "mkldnn_convolution", "cudnn_convolution_transpose",
              "slow_conv_transpose2d", "_mkldnn_convolution", "miopen_convolution"],
-    "attention": ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-                  "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-                  "_flash_attention_forward", "_efficient_attention_forward",
-                  "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention",
+    "attention": [*sorted(FUSED_SDPA_OPS), "_native_multi_head_attention",
                   "_transformer_encoder_layer_fwd"],
     "norm": ["native_layer_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
              "_native_batch_norm_legit", "native_group_norm", "cudnn_batch_norm",
@@ -373,8 +370,7 @@ def variant_of(func: Any, args: Sequence[Any] = ()) -> str:
     """What refines device time within an op class (see records.py): "inplace", "math",
     "math_inplace", the convolution backend eager selects ("mkldnn", "slow2d", ...) and
     ``steps=<n>,rec=<share>`` for a fused recurrent op (both in :mod:`ftmodel.tracing.variants`),
-    ``head<D>`` for a fused attention op with small heads
-    (:mod:`ftmodel.tracing.attention_variants`), or ""."""
+    ``head<D>`` for a fused attention op (:mod:`ftmodel.tracing.attention_variants`), or ""."""
     name = _packet_name(func)
     if name == "convolution" and len(args) >= 9:
         return conv_variant(args)
