@@ -30,7 +30,9 @@ convolutions (``prim::mkldnn_convolution``): those get curves of their own, keye
 which oneDNN's frozen-graph pass does not take) keep eager's. Each such sample's time is the
 oneDNN call its frozen graph makes, on an input already in the blocked layout a previous
 convolution leaves (:func:`~ftmodel.calibration.runtime_timing.ts_prepacked_conv`), less the
-floor sample's call: the reorders around a lone convolution's graph are not part of it.
+floor sample's call: the reorders around a lone convolution's graph are not part of it; and,
+timed in the same rounds on the plain layout ``aten::to_mkldnn`` leaves, a twin of it for the
+curves of convolutions on such inputs (:mod:`ftmodel.calibration.ts_conv_times`).
 
 Inductor hands convolutions to aten too, but on channels-last tensors of its own layout choice,
 for which oneDNN picks other kernels than for eager's NCHW ones (MobileNet-V3 at batch 4 ran 2.4x
@@ -62,10 +64,12 @@ import torch
 from ftmodel.calibration.channels_last import channels_last_run
 from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.calibration.mkldnn_layout import mkldnn_layout_curves
-from ftmodel.calibration.runtime_timing import ort_node_shares, ts_prepacked_conv
+from ftmodel.calibration.runtime_timing import ort_node_shares
 from ftmodel.calibration.ops import (OP_SWEEP_CLASSES, ORT_ONLY_CURVES, OpSample, op_samples,
                                     ort_samples)
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
+from ftmodel.calibration.ts_conv_times import (PLAIN_LABEL, blocked_variant, plain_twin,
+                                              ts_node_times)
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import get_framework
@@ -241,6 +245,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
     if not floors or len(timed) <= len(floors):
         return None, raw, main_op
     node_times: dict[str, float] = {}
+    plain_times: dict[str, float] = {}  # TorchScript's convolutions on a plain input
     shares: dict[str, float | None] = {}
     share_runs: dict[str, list[float]] = {}
     if framework == "onnxruntime":  # the median of a few profiled sessions' shares
@@ -248,8 +253,8 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
             (s, _batch_of(s), mains[s.label][0].members[0].split("::")[-1])
             for s in samples if s.label in timed and not s.is_floor])
         shares = {k: statistics.median(v) if v else None for k, v in share_runs.items()}
-    elif framework == "torchscript":  # its prim:: convolutions, on a blocked input
-        node_times = _ts_prepacked_times(samples, mains, rounds=rounds, round_s=round_s)
+    elif framework == "torchscript":  # its prim:: convolutions, on a blocked and a plain input
+        node_times, plain_times = ts_node_times(samples, mains, rounds=rounds, round_s=round_s)
     rows: list[tuple[float, float, float, float]] = []
     for s in samples:
         if s.is_floor or s.label not in timed or s.family not in floors:
@@ -264,10 +269,12 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         if share is not None:  # the runtime's profiler splits the session's time among its nodes
             device_s = max(sample_s * share, 1e-9)
         node_s, floor_node_s = node_times.get(s.label), node_times.get(floor)
+        variant = main.variant
         if node_s is not None and floor_node_s is not None:
             # the runtime times its own kernels: use that, less the floor node's fixed part
             # (output allocation, dispatch inside the node), which the host costs price
             device_s = max(node_s - floor_node_s, 1e-9)
+            variant = blocked_variant(variant)
         rows.append(s.curve_row(main, device_s)[0])  # per step on a per-step curve
         row: dict[str, Any] = {"label": s.label, "total_s": hot.time_s,
                                "floor_s": floor_s, "others_s": other_s,
@@ -275,34 +282,17 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                "node_s": node_s, "node_share": share,
                                **({"node_shares": share_runs[s.label]}
                                   if share_runs.get(s.label) else {}),
-                               "variant": main.variant, "planes": main.planes}
+                               "variant": variant, "planes": main.planes}
         raw.append(row)
+        if s.label in plain_times and floor in plain_times and node_s is not None:
+            twin_s, twin = plain_twin(row, plain_times[s.label], plain_times[floor])
+            rows.append(s.curve_row(main, twin_s)[0])
+            raw.append(twin)
     if len(rows) < 3:  # too few points for a curve: the shared one serves
         return None, raw, main_op
     if not np.all(np.isfinite(np.asarray(rows))):
         return None, raw, main_op
     return OpClassData("samples", tuple(rows)), raw, main_op
-
-
-def _ts_prepacked_times(samples: Sequence[OpSample], mains: dict[str, tuple[Kernel, float]],
-                        *, rounds: int, round_s: float) -> dict[str, float]:
-    """Each TorchScript convolution sample's oneDNN convolution, called as its frozen graph
-    calls it on a blocked input (:func:`~ftmodel.calibration.runtime_timing.ts_prepacked_conv`),
-    timed in interleaved rounds; label -> seconds. (Timed instead by torch.profiler, once per
-    graph, the same 512-channel 3x3 convolution read 0.38-1.07 ms on the EPYC from one
-    calibration to the next; as the difference of two frozen graphs, it carried the
-    difference of their output reorders.)"""
-    def convs() -> Iterator[tuple[str, Callable[[], object]]]:
-        for s in samples:  # each with its blocked weights and operands: timed, then let go
-            run = ts_prepacked_conv(s) if s.label in mains else None
-            if run is not None:
-                yield s.label, run
-
-    def measure(fns: dict[str, Callable[[], object]]) -> dict[str, Measurement]:
-        with torch.no_grad():
-            return measure_interleaved(fns, rounds=rounds, round_s=round_s)
-
-    return {label: m.time_s for label, (m, _) in time_in_chunks({}, convs(), measure).items()}
 
 
 def variant_curves(key: str, data: OpClassData, rows: Sequence[dict[str, Any]],
@@ -363,7 +353,10 @@ def framework_curves(framework: str, shared: DeviceProfile, device: str, quick: 
             # channels-last curves by their variants (``<backend>_nhwc``) only: a class-level
             # curve would also price the framework's contiguous (1-d) convolutions
             if not cl:  # own samples of a swept class only make its variants' curves
-                curves[key] = (without_samples(data, rows, {s.label for s in extra})
+                # nor do the twins of TorchScript's convolutions timed on a plain input
+                twins = {str(r["label"]) for r in rows
+                         if str(r.get("label", "")).endswith(PLAIN_LABEL)}
+                curves[key] = (without_samples(data, rows, {s.label for s in extra} | twins)
                                if curve in OP_SWEEP_CLASSES else data)
             curves.update(variant_curves(key, data, rows, whole=cl))
         step(f"{framework} {curve}")

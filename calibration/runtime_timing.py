@@ -66,12 +66,14 @@ def _warm_reps(run: Callable[[], object], target_s: float, max_reps: int) -> int
     return int(max(5, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
 
 
-def ts_prepacked_conv(sample: OpSample) -> Callable[[], torch.Tensor] | None:
+def ts_prepacked_conv(sample: OpSample, plain: bool = False
+                      ) -> Callable[[], torch.Tensor] | None:
     """A call of the oneDNN convolution TorchScript's frozen graph runs for a 2-d convolution
     sample, as a model runs it: its weights reordered once, as ``optimize_for_inference``
     reorders them (``mkldnn_reorder_conv2d_weight``), and its input already in oneDNN's
     blocked layout, as a previous convolution leaves it (a 1x1 depthwise convolution of unit
-    weights, run once: the values stay the sample's input). The call is
+    weights, run once: the values stay the sample's input), or with ``plain`` in the plain
+    layout ``aten::to_mkldnn`` leaves, which oneDNN reorders inside the call. The call is
     ``at::native::mkldnn_convolution``, the function ``prim::mkldnn_convolution`` calls
     (torch/csrc/jit/passes/frozen_ops_to_mkldnn.cpp), reached through eager dispatch; its
     output stays blocked. None for a sample that is not an ``nn.Conv2d`` on a 4-d input.
@@ -92,7 +94,7 @@ def ts_prepacked_conv(sample: OpSample) -> Callable[[], torch.Tensor] | None:
         weight = torch._C._nn.mkldnn_reorder_conv2d_weight(
             conv.weight.detach().float().to_mkldnn(), padding, stride, dilation, groups)
         bias = conv.bias.detach().float().to_mkldnn() if conv.bias is not None else None
-        blocked = torch.mkldnn_convolution(
+        blocked = x.float().to_mkldnn() if plain else torch.mkldnn_convolution(
             x.float().to_mkldnn(), torch.ones(channels, 1, 1, 1).to_mkldnn(), None, [0, 0],
             [1, 1], [1, 1], channels)
 

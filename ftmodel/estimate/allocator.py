@@ -110,7 +110,8 @@ import numpy as np
 
 from ftmodel.estimate.glibc_heap import GlibcHeap, GlibcMalloc, process_start
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import ONEDNN_VARIANTS, PREPACKED_VARIANTS
+from ftmodel.tracing.prepacked_variants import PREPACKED_VARIANTS
+from ftmodel.tracing.variants import ONEDNN_VARIANTS
 
 __all__ = ["GlibcMalloc", "Allocation", "ONEDNN_SCRATCH_CLASSES", "StreamPass",
            "allocation_faults", "allocations",

@@ -86,7 +86,7 @@ from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile
 from ftmodel.tracing.formulas import MAC_CLASSES
 from ftmodel.tracing.rnn_variants import directions_of, steps_of
-from ftmodel.tracing.variants import GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE
+from ftmodel.tracing.prepacked_variants import PLAIN_INPUT, fallback_variant
 
 __all__ = ["DeviceModel", "FALLBACK_CLASS", "blend_hot_cold", "measured_peaks", "wave_factor"]
 
@@ -177,16 +177,17 @@ class DeviceModel:
         prefixes = (f"{self.framework}/", "") if self.framework and own else ("",)
         name = op_name(op) if op else ""
         levels = []
+        fallback = fallback_variant(variant)
+        # a convolution on a plain input: its op's curve of the variant without it next
+        own_fallback = fallback if variant.endswith(PLAIN_INPUT) else ""
         if name:
-            levels = ([f"{op_class}@{name}{WINDOWS}"] if windows else []) + (
-                [f"{op_class}@{name}:{variant}"] if variant else []) + [f"{op_class}@{name}"]
+            levels = ([f"{op_class}@{name}{WINDOWS}"] if windows else []) + [
+                f"{op_class}@{name}:{v}" for v in (variant, own_fallback) if v] + [
+                f"{op_class}@{name}"]
         if steps_of(variant)[0] > 1:  # a fused recurrent layer: its op's per-step curve, else
             # the LSTM's, then the rest
             levels = [c for c in dict.fromkeys((f"{op_class}@{name}", LSTM_STEP_CURVE))
                       if c in STEP_CURVES and c.startswith(f"{op_class}@")] + levels
-        fallback = ("math" if variant in ("math_inplace", REF_ELTWISE)
-                    else variant.replace(GROUPED_GEMM, "") if GROUPED_GEMM in variant
-                    else variant.replace(NARROW_GEMM, "") if NARROW_GEMM in variant else "")
         levels += [f"{op_class}:{v}" for v in (variant, fallback) if v]
         for p in prefixes:
             for key in levels + [op_class]:

@@ -21,9 +21,9 @@ from ftmodel.frameworks.torchscript_cuda import call_aten_node
 from ftmodel.frameworks.torchscript_nodes import (constant_value, evaluate_node, nbytes_of,
                                                   node_class, special_macs, tensors_in)
 from ftmodel.tracing.formulas import MAC_CLASSES, macs_of, variant_of
+from ftmodel.tracing.prepacked_variants import prepacked_conv_variant
 from ftmodel.tracing.variants import (PADDED_REORDER, REF_ELTWISE, blocked_eltwise_variant,
-                                     padded_reorder_variant, prepacked_conv_variant,
-                                     prepacked_reorders_weights)
+                                     padded_reorder_variant, prepacked_reorders_weights)
 from ftmodel.tracing.recorder import DispatchRecorder, Recorder, StorageIds
 from ftmodel.tracing.windows import pool_window_bytes
 from ftmodel.tracing.records import Trace
@@ -167,10 +167,13 @@ class _Interp:
                 self.env[o.unique()] = r
         for o in outputs:
             self.paths[o.unique()] = path
-        self._count(node, op, args, result, path, on_blocked, on_conv_layout)
+        # a convolution's input in oneDNN's plain layout (to_mkldnn's), not a convolution's
+        plain_input = kind == _CONV and bool(inputs) and inputs[0].unique() not in self.conv_layout
+        self._count(node, op, args, result, path, on_blocked, on_conv_layout, plain_input)
 
     def _count(self, node: Any, op: Any, args: list[Any], result: Any, path: str,
-               on_blocked: bool = False, on_conv_layout: bool = False) -> None:
+               on_blocked: bool = False, on_conv_layout: bool = False,
+               plain_input: bool = False) -> None:
         """Emit the node's kernel (or count its host event). A kernel reading a blocked tensor
         (``on_blocked``), other than a convolution or the reorder back, takes the variant
         :data:`BLOCKED_VARIANT`, unless it is transcendental (its own op's curve prices its
@@ -178,7 +181,9 @@ class _Interp:
         whose channels do not fill oneDNN's blocks: ``blocked_eltwise_variant``); the reorders
         themselves are found by their op (``copy@to_mkldnn``, ``copy@to_dense``), a reorder back
         from a convolution's layout with a padded last block by its variant
-        (``padded_reorder_variant``)."""
+        (``padded_reorder_variant``); a convolution on a plain input (``plain_input``: one
+        ``aten::to_mkldnn`` made, not a convolution) ends its variant with
+        :data:`~ftmodel.tracing.prepacked_variants.PLAIN_INPUT`."""
         cls = node_class(node, op, args, result)
         if cls is None:
             self.events["jit_node"] += 1
@@ -198,7 +203,7 @@ class _Interp:
             c_in, c_out = int(ins[0].shape[1]), int(ins[1].shape[0])
             variant = prepacked_conv_variant(
                 c_in, c_out, groups, nbytes_of(ins[:1]),
-                nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype)
+                nbytes_of(t for t in ins if id(t) in self.weights), ins[0].dtype, plain_input)
             if prepacked_reorders_weights(c_in, c_out, groups):
                 scratch = nbytes_of(ins[1:2])
         elif node.kind() == _FROM_BLOCKED:

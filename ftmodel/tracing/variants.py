@@ -4,8 +4,8 @@
 * Convolutions: the backend eager PyTorch selects for these shapes on this host (``mkldnn``,
   ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
   (:func:`channel_variant`) and whether a grouped convolution runs as im2col and a GEMM per
-  group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, also whether
-  they read more weights than input (:func:`prepacked_conv_variant`); ``_nhwc`` added for a 2-d convolution that inductor runs on
+  group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, in
+  :mod:`ftmodel.tracing.prepacked_variants`; ``_nhwc`` added for a 2-d convolution that inductor runs on
   channels-last tensors (:func:`channels_last_conv_variant`), and whether oneDNN copies such a
   one's weights on every call (:func:`channels_last_reorders_weights`).
 * Fused recurrent layers: in :mod:`ftmodel.tracing.rnn_variants`.
@@ -27,12 +27,12 @@ from typing import Any
 import torch
 
 __all__ = ["GROUPED_GEMM", "NARROW_GEMM", "NHWC", "ONEDNN_VARIANTS", "PLANE_OPS",
-           "PADDED_REORDER", "PREPACKED_VARIANTS", "REF_ELTWISE", "TRANSPOSE", "WEIGHT_BOUND",
+           "PADDED_REORDER", "REF_ELTWISE", "TRANSPOSE",
            "backend_threads",
            "blocked_eltwise_variant", "channel_variant", "channels_last_conv_variant",
            "channels_last_reorders_weights",
            "conv_variant", "grouped_runs_gemm", "narrow_gemm", "planes_of",
-           "prepacked_conv_variant", "prepacked_reorders_weights", "selection_threads"]
+           "prepacked_reorders_weights", "selection_threads"]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -122,16 +122,6 @@ NARROW_GEMM = "_narrow"
 # this for the CPU capability ATen dispatches to (oneDNN 3.x; AVX-512 measured on an AMD EPYC,
 # AVX2 with ONEDNN_MAX_CPU_ISA=AVX2 on the same machine)
 _GROUPED_MULTIPLE = {"AVX512": 4, "AVX512_BF16": 4, "AMX": 4, "AVX2": 8}
-# what ends the variant of a prepacked convolution that reads more bytes of weights than of
-# input (:func:`prepacked_conv_variant`)
-WEIGHT_BOUND = "_weights"
-# a frozen TorchScript graph's oneDNN convolutions, whose weights were reordered once, at freeze
-# (:func:`prepacked_conv_variant`)
-PREPACKED_VARIANTS = frozenset(
-    f"mkldnn_prepacked{kind}{weights}" for kind in ("", "_unaligned", GROUPED_GEMM)
-    for weights in ("", WEIGHT_BOUND))
-
-
 @functools.lru_cache(maxsize=None)
 def _capability() -> str:
     """The CPU capability ATen dispatches to here ("AVX512", "AVX2", ...), the key of the
@@ -259,23 +249,6 @@ def padded_reorder_variant(channels: int, dtype: Any = None) -> str:
     multiple of 16 (8-72), 0.02-0.03 for those that are. The reorder into the layout
     (``to_mkldnn``, to oneDNN's plain ``abcd``) has no such case."""
     return PADDED_REORDER if _partly_filled_block(channels, dtype) else ""
-
-
-def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
-                           weight_bytes: int, dtype: Any = None) -> str:
-    """The variant of a frozen TorchScript graph's prepacked oneDNN convolution:
-    ``mkldnn_prepacked`` with :data:`GROUPED_GEMM` where oneDNN runs it as im2col and GEMMs
-    (:func:`grouped_runs_gemm`), else :func:`channel_variant`'s, and :data:`WEIGHT_BOUND` added
-    where it reads more bytes of weights than of input (late-stage layers on maps of a few
-    pixels). Those stream their weights: on the EPYC a 960 -> 1280 1x1 one on a 1-px map at
-    batch 4 (4.9 MiB of weights) took 0.97 ms, where a 16 -> 96 1x1 one on a 56-px map at batch
-    4 (4x the MACs, as many bytes, nearly all of them activations) took 0.2 ms; on one curve, the
-    first set a floor under the second that priced it at 0.5 ms."""
-    if grouped_runs_gemm(c_in, c_out, groups):
-        variant = "mkldnn_prepacked" + GROUPED_GEMM
-    else:
-        variant = channel_variant("mkldnn_prepacked", c_in, c_out, dtype)
-    return variant + WEIGHT_BOUND if weight_bytes > input_bytes else variant
 
 
 def _output_pixels(args: Sequence[Any]) -> int:

@@ -25,7 +25,7 @@ from ftmodel.calibration.update import kept_for_update
 from ftmodel.api import predict_latency
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import PREPACKED_VARIANTS
+from ftmodel.tracing.prepacked_variants import PREPACKED_VARIANTS
 import numpy as np
 
 from ftmodel.hardware.profile import HostProfile, OpClassData, read_profile

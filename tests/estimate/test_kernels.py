@@ -13,6 +13,7 @@ from ftmodel.errors import FtmodelError
 from ftmodel.estimate.curves import inversions
 from ftmodel.estimate.kernels import DeviceModel
 from ftmodel.program import Kernel
+from ftmodel.tracing.prepacked_variants import PLAIN_INPUT
 from ftmodel.hardware.profile import (
     DeviceProfile,
     HardwareProfile,
@@ -894,3 +895,29 @@ def test_ort_transposes_price_on_their_code_paths_curve_where_the_profile_has_it
     assert t_new[0] == pytest.approx(20 * t_old[0], rel=0.05)
     assert t_new[1:] == pytest.approx(t_old[1:])
     assert t_new[1] == pytest.approx(1e6 / 30e9, rel=0.05)
+
+
+def test_a_convolution_on_a_plain_input_takes_its_own_curve_else_its_variants() -> None:
+    # a frozen graph's prepacked convolution on to_mkldnn's plain tensor (variant ending
+    # PLAIN_INPUT) takes the curve of its variant with it; a profile without one prices it on
+    # the curve of the variant without it, as before the variant existed, not on the op's
+    slow = tuple((m, b_r, b_w, 2 * t) for m, b_r, b_w, t in SAT_ROWS)
+    slower = tuple((m, b_r, b_w, 3 * t) for m, b_r, b_w, t in SAT_ROWS)
+    op = "torchscript/conv@mkldnn_convolution"
+    base = {"conv": OpClassData("samples", SAT_ROWS), op: OpClassData("samples", SAT_ROWS),
+            f"{op}:mkldnn_prepacked_unaligned": OpClassData("samples", slow)}
+    prim = "prim::mkldnn_convolution"
+    plain = "mkldnn_prepacked_unaligned" + PLAIN_INPUT
+
+    def conv(variant: str) -> Kernel:
+        return Kernel("conv", 10**7, 10**6, 10**6, "c", (prim,), variant=variant)
+
+    old = DeviceModel(_device(base), "fp32", "torchscript")
+    assert old._key("conv", plain, prim) == f"{op}:mkldnn_prepacked_unaligned"
+    np.testing.assert_allclose(old.kernel_times_s([conv(plain)]),
+                               old.kernel_times_s([conv("mkldnn_prepacked_unaligned")]))
+    new = DeviceModel(_device({**base, f"{op}:{plain}": OpClassData("samples", slower)}),
+                      "fp32", "torchscript")
+    assert new._key("conv", plain, prim) == f"{op}:{plain}"
+    blocked, on_plain = new.kernel_times_s([conv("mkldnn_prepacked_unaligned"), conv(plain)])
+    assert on_plain == pytest.approx(1.5 * blocked, rel=1e-2)

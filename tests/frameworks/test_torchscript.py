@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -18,9 +19,10 @@ from ftmodel.frameworks import torchscript_graph as ts_graph
 from ftmodel.frameworks.base import get_framework
 from ftmodel.hardware.profile import HardwareProfile, OpClassData
 from ftmodel.program import Kernel
-from ftmodel.tracing.variants import (PADDED_REORDER, PREPACKED_VARIANTS, REF_ELTWISE,
-                                      blocked_eltwise_variant, grouped_runs_gemm,
-                                      padded_reorder_variant, prepacked_reorders_weights)
+from ftmodel.tracing.prepacked_variants import PLAIN_INPUT, PREPACKED_VARIANTS
+from ftmodel.tracing.variants import (PADDED_REORDER, REF_ELTWISE, blocked_eltwise_variant,
+                                      grouped_runs_gemm, padded_reorder_variant,
+                                      prepacked_reorders_weights)
 
 IN, HID, OUT = 16, 32, 8
 
@@ -204,7 +206,9 @@ def test_a_convolution_reading_more_weights_than_input_takes_the_weight_bound_va
                           nn.Conv2d(512, 512, 1)).eval()
     prog = _build(model, torch.randn(1, 16, 32, 32), 1).program
     convs = [k for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
-    assert [k.variant for k in convs] == ["mkldnn_prepacked", "mkldnn_prepacked_weights"]
+    # the first on the plain input to_mkldnn made of the graph's input
+    assert [k.variant for k in convs] == ["mkldnn_prepacked" + PLAIN_INPUT,
+                                          "mkldnn_prepacked_weights"]
     assert all(k.variant in PREPACKED_VARIANTS for k in convs)
 
 
@@ -219,7 +223,7 @@ def test_a_grouped_convolution_onednn_runs_as_gemms_takes_its_own_variant() -> N
                           nn.Conv2d(48, 96, 7, padding=3, groups=48)).eval()
     prog = _build(model, torch.randn(1, 48, 8, 8), 2).program
     convs = [k.variant for k in prog.kernels if k.members[0] == "prim::mkldnn_convolution"]
-    assert convs == ["mkldnn_prepacked", "mkldnn_prepacked_gemm"]
+    assert convs == ["mkldnn_prepacked" + PLAIN_INPUT, "mkldnn_prepacked_gemm"]
 
 
 def test_prepacked_convolutions_carry_their_per_call_weight_copy() -> None:
@@ -250,6 +254,20 @@ def test_every_weight_copy_is_recorded_whatever_its_size() -> None:
                                                 4 * 512 * 512 * 9]
 
 
+def _onednn_log(run: Callable[[], object], capfd: pytest.CaptureFixture[str]) -> list[str]:
+    """oneDNN's verbose log of one call of ``run`` after a warm one (the test is skipped where
+    this build's oneDNN logs no primitives)."""
+    with torch.no_grad():
+        run()
+        capfd.readouterr()
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            run()
+    lines = capfd.readouterr().out.splitlines()
+    if not any(",exec,cpu,convolution," in line for line in lines):
+        pytest.skip("this build's oneDNN does not log its primitives")
+    return lines
+
+
 @pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AVX2"),
                     reason="oneDNN's grouped kernels are known for AVX-512 and AVX2 CPUs")
 def test_which_prepacked_convolutions_reorder_their_weights_every_call(
@@ -263,21 +281,41 @@ def test_which_prepacked_convolutions_reorder_their_weights_every_call(
     for c_in, c_out, groups in cases:
         model = nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, groups=groups)).eval()
         x = torch.randn(1, c_in, 8, 8)
-        run = ts.runner(model, (x,), 1)
-        with torch.no_grad():
-            run()
-            capfd.readouterr()
-            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
-                run()
-        lines = capfd.readouterr().out.splitlines()
-        if not any(",exec,cpu,convolution," in line for line in lines):
-            pytest.skip("this build's oneDNN does not log its primitives")
+        lines = _onednn_log(ts.runner(model, (x,), 1), capfd)
         per_in, per_out = c_in // groups, c_out // groups
         dims = (f"{c_out}x{c_in}x3x3" if groups == 1
                 else f"{groups}x{per_out}x{per_in}x3x3")
         reordered = any(",exec,cpu,reorder," in line and f",{dims}," in line for line in lines)
         assert prepacked_reorders_weights(c_in, c_out, groups) == reordered, (
             c_in, c_out, groups, [line for line in lines if ",reorder," in line])
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
+def test_convolutions_on_a_plain_input_are_those_onednn_reorders_the_input_of(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """oneDNN's verbose log of one call of a frozen graph shows a reorder of a convolution's
+    input from the plain layout (``abcd``) into a blocked one exactly for the convolutions the
+    lowering gives the plain-input variant: the first (after to_mkldnn of the graph's input)
+    and the one after a SiLU (run on a dense tensor between to_dense and to_mkldnn), not those
+    after a ReLU, a GELU or a sigmoid (run on the blocked tensor)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.SiLU(), nn.Conv2d(32, 48, 1),
+                          nn.ReLU(), nn.Conv2d(48, 64, 3, padding=1), nn.GELU(),
+                          nn.Conv2d(64, 64, 1), nn.Sigmoid(),
+                          nn.Conv2d(64, 64, 3, padding=1, groups=64)).eval()
+    x = torch.randn(2, 16, 8, 8)
+    convs = [k for k in _build(model, x, 2).program.kernels
+             if k.members[0] == "prim::mkldnn_convolution"]
+    plain = [k.variant.endswith(PLAIN_INPUT) for k in convs]
+    assert plain == [True, True, False, False, False]
+    assert all(k.variant in PREPACKED_VARIANTS for k in convs)
+    lines = _onednn_log(ts.runner(model, (x,), 2), capfd)
+    # the activations reordered from the plain layout into a blocked one (not to_mkldnn's
+    # plain-to-plain copy of the graph's input)
+    reordered = {line.split(",")[-2] for line in lines if ",exec,cpu,reorder," in line
+                 and "src:f32::blocked:abcd::" in line and "dst:f32::blocked:abcd::" not in line}
+    inputs = [f"2x{c}x8x8" for c in (16, 32, 48, 64, 64)]
+    assert [dims in reordered for dims in inputs] == plain, reordered
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs MKLDNN (CPU)")
