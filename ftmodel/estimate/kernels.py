@@ -163,10 +163,10 @@ class DeviceModel:
              windows: bool = False) -> str:
         """The most specific curve: for a pool that counts its window reads (``windows``), its
         op's per-window curve (``@op:windows``, :data:`~ftmodel.estimate.curves.WINDOWS`);
-        ``@op:variant``, ``@op``, then ``:variant`` (for a grouped
-        convolution run as GEMMs, ``mkldnn_gemm``, then ``:mkldnn``; for an im2col one with few
-        output pixels, ``slow2d_narrow``, then ``:slow2d``; for oneDNN's reference
-        pointwise code, ``mkldnn_ref``, then ``:math``), then the class —
+        ``@op:variant`` (for a convolution on a plain input, then ``@op:`` its variant without
+        it), ``@op``, then ``:variant`` and ``:`` its :func:`~ftmodel.tracing.prepacked_variants.
+        fallback_variant` (``mkldnn_gemm``, then ``:mkldnn``; ``mkldnn_ref``, ``:math``), then
+        the class —
         first among the framework's own curves (``<framework>/...``, measured through its
         runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent
         layer (a ``steps=`` variant) looks for a per-step curve of such layers
@@ -178,7 +178,6 @@ class DeviceModel:
         name = op_name(op) if op else ""
         levels = []
         fallback = fallback_variant(variant)
-        # a convolution on a plain input: its op's curve of the variant without it next
         own_fallback = fallback if variant.endswith(PLAIN_INPUT) else ""
         if name:
             levels = ([f"{op_class}@{name}{WINDOWS}"] if windows else []) + [

@@ -70,7 +70,8 @@ def stream_mac_penalty(kernels: Sequence[Kernel], hot: np.ndarray, cold: np.ndar
     layers (:meth:`CacheModel.cold_s_per_byte_at`): a 16 MiB weight matrix streams at
     close to the memory's bandwidth, a chain of 1 MiB layers at about half of it. The
     probe's layers are GEMMs, and so are convolutions whose weights were packed once, ahead of
-    the call (a frozen TorchScript graph's, :data:`~ftmodel.tracing.prepacked_variants.PREPACKED_VARIANTS`:
+    the call (a frozen TorchScript graph's,
+    :data:`~ftmodel.tracing.prepacked_variants.PREPACKED_VARIANTS`:
     on the EPYC a chain of 512-channel 3x3 ones at batch 1, 9.4 MiB of weights each, ran
     +430 µs per layer over the layer alone, 46 ps per byte, where the probe's 1 MiB layers
     paid 138 and its 16 MiB ones 47); other MAC kernels keep the narrow layers' price (an

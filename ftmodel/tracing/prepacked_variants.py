@@ -60,9 +60,10 @@ def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
     ``mkldnn_prepacked`` with :data:`~ftmodel.tracing.variants.GROUPED_GEMM` where oneDNN runs
     it as im2col and GEMMs (:func:`~ftmodel.tracing.variants.grouped_runs_gemm`), else
     :func:`~ftmodel.tracing.variants.channel_variant`'s, and :data:`WEIGHT_BOUND` added where it
-    reads more bytes of weights than of input (late-stage layers on maps of a few pixels). Those stream their weights: on the EPYC a 960 -> 1280 1x1 one on a 1-px map at
-    batch 4 (4.9 MiB of weights) took 0.97 ms, where a 16 -> 96 1x1 one on a 56-px map at batch
-    4 (4x the MACs, as many bytes, nearly all of them activations) took 0.2 ms; on one curve, the
+    reads more bytes of weights than of input (late-stage layers on maps of a few pixels).
+    Those stream their weights: on the EPYC a 960 -> 1280 1x1 one on a 1-px map at batch 4
+    (4.9 MiB of weights) took 0.97 ms, where a 16 -> 96 1x1 one on a 56-px map at batch 4 (4x
+    the MACs, as many bytes, nearly all of them activations) took 0.2 ms; on one curve, the
     first set a floor under the second that priced it at 0.5 ms. :data:`PLAIN_INPUT` ends it
     where its input is in oneDNN's plain layout (``plain_input``)."""
     if grouped_runs_gemm(c_in, c_out, groups):

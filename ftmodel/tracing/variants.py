@@ -5,9 +5,9 @@
   ``slow2d``, ...), and for oneDNN whether the channel counts fill its block
   (:func:`channel_variant`) and whether a grouped convolution runs as im2col and a GEMM per
   group (:func:`grouped_runs_gemm`); for a frozen TorchScript graph's prepacked ones, in
-  :mod:`ftmodel.tracing.prepacked_variants`; ``_nhwc`` added for a 2-d convolution that inductor runs on
-  channels-last tensors (:func:`channels_last_conv_variant`), and whether oneDNN copies such a
-  one's weights on every call (:func:`channels_last_reorders_weights`).
+  :mod:`ftmodel.tracing.prepacked_variants`; ``_nhwc`` added for a 2-d convolution that
+  inductor runs on channels-last tensors (:func:`channels_last_conv_variant`), and whether
+  oneDNN copies such a one's weights on every call (:func:`channels_last_reorders_weights`).
 * Fused recurrent layers: in :mod:`ftmodel.tracing.rnn_variants`.
 * Batch norm: the (image, channel) planes it loops over one by one (:func:`planes_of`), read by
   the lowerings into ``Kernel.planes``.
