@@ -68,8 +68,7 @@ from ftmodel.calibration.runtime_timing import ort_node_shares
 from ftmodel.calibration.ops import (OP_SWEEP_CLASSES, ORT_ONLY_CURVES, OpSample, op_samples,
                                     ort_samples)
 from ftmodel.calibration.sweep_stage import grouped_curves, subset_curve
-from ftmodel.calibration.ts_conv_times import (PLAIN_LABEL, blocked_variant, plain_twin,
-                                              ts_node_times)
+from ftmodel.calibration.ts_conv_times import PLAIN_LABEL, plain_twin, ts_node_times
 from ftmodel.errors import FrameworkUnsupported
 from ftmodel.estimate.kernels import DeviceModel, op_name
 from ftmodel.frameworks.base import get_framework
@@ -77,6 +76,7 @@ from ftmodel.program import Kernel
 from ftmodel.hardware.profile import DeviceProfile, OpClassData
 from ftmodel.measure import Measurement, measure_interleaved
 from ftmodel.tracing.dispatch import trace
+from ftmodel.tracing.prepacked_variants import without_plain_input
 
 __all__ = ["FrameworkSweep", "FRAMEWORK_SWEEPS", "framework_curve", "framework_curves",
            "framework_curve_steps", "variant_curves", "wanted", "without_samples"]
@@ -269,12 +269,15 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
         if share is not None:  # the runtime's profiler splits the session's time among its nodes
             device_s = max(sample_s * share, 1e-9)
         node_s, floor_node_s = node_times.get(s.label), node_times.get(floor)
+        node_timed = False
         variant = main.variant
         if node_s is not None and floor_node_s is not None:
+            node_timed = True
             # the runtime times its own kernels: use that, less the floor node's fixed part
-            # (output allocation, dispatch inside the node), which the host costs price
+            # (output allocation, dispatch inside the node), which the host costs price; its
+            # call on a blocked input (a lone convolution's graph feeds it to_mkldnn's tensor)
             device_s = max(node_s - floor_node_s, 1e-9)
-            variant = blocked_variant(variant)
+            variant = without_plain_input(variant)
         rows.append(s.curve_row(main, device_s)[0])  # per step on a per-step curve
         row: dict[str, Any] = {"label": s.label, "total_s": hot.time_s,
                                "floor_s": floor_s, "others_s": other_s,
@@ -284,7 +287,7 @@ def framework_curve(framework: str, samples: Sequence[OpSample], device: str,
                                   if share_runs.get(s.label) else {}),
                                "variant": variant, "planes": main.planes}
         raw.append(row)
-        if s.label in plain_times and floor in plain_times and node_s is not None:
+        if node_timed and s.label in plain_times and floor in plain_times:
             twin_s, twin = plain_twin(row, plain_times[s.label], plain_times[floor])
             rows.append(s.curve_row(main, twin_s)[0])
             raw.append(twin)

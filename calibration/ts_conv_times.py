@@ -23,9 +23,9 @@ from ftmodel.calibration.chunks import time_in_chunks
 from ftmodel.calibration.op_sample import OpSample
 from ftmodel.calibration.runtime_timing import ts_prepacked_conv
 from ftmodel.measure import Measurement, measure_interleaved
-from ftmodel.tracing.prepacked_variants import PLAIN_INPUT
+from ftmodel.tracing.prepacked_variants import PLAIN_INPUT, without_plain_input
 
-__all__ = ["PLAIN_LABEL", "blocked_variant", "plain_twin", "ts_node_times"]
+__all__ = ["PLAIN_LABEL", "plain_twin", "ts_node_times"]
 
 # what ends the label of a sample's twin row timed on a plain input
 PLAIN_LABEL = ":plain"
@@ -59,13 +59,6 @@ def ts_node_times(samples: Sequence[OpSample], labels: Collection[str], *, round
     return blocked, plain_s
 
 
-def blocked_variant(variant: str) -> str:
-    """``variant`` without :data:`~ftmodel.tracing.prepacked_variants.PLAIN_INPUT`: a lone
-    convolution's frozen graph feeds it to_mkldnn's plain tensor, but its blocked time is taken
-    on a blocked input."""
-    return variant.removesuffix(PLAIN_INPUT)
-
-
 def plain_twin(row: dict[str, Any], plain_s: float, floor_plain_s: float
                ) -> tuple[float, dict[str, Any]]:
     """(device seconds, raw row) of the twin of a sample's raw ``row`` (its blocked time's)
@@ -74,5 +67,5 @@ def plain_twin(row: dict[str, Any], plain_s: float, floor_plain_s: float
     :data:`PLAIN_LABEL`."""
     device_s = max(plain_s - floor_plain_s, 1e-9)
     return device_s, {**row, "label": f"{row['label']}{PLAIN_LABEL}",
-                      "variant": blocked_variant(str(row["variant"])) + PLAIN_INPUT,
+                      "variant": without_plain_input(str(row["variant"])) + PLAIN_INPUT,
                       "node_s": plain_s}

@@ -17,7 +17,7 @@ from ftmodel.tracing.variants import (GROUPED_GEMM, NARROW_GEMM, REF_ELTWISE, ch
                                       grouped_runs_gemm)
 
 __all__ = ["PLAIN_INPUT", "PREPACKED_VARIANTS", "WEIGHT_BOUND", "fallback_variant",
-           "prepacked_conv_variant"]
+           "prepacked_conv_variant", "without_plain_input"]
 
 # what ends the variant of a prepacked convolution that reads more bytes of weights than of
 # input (:func:`prepacked_conv_variant`)
@@ -46,11 +46,17 @@ def fallback_variant(variant: str) -> str:
     if variant in ("math_inplace", REF_ELTWISE):
         return "math"
     if variant.endswith(PLAIN_INPUT):
-        return variant.removesuffix(PLAIN_INPUT)
+        return without_plain_input(variant)
     for infix in (GROUPED_GEMM, NARROW_GEMM):
         if infix in variant:
             return variant.replace(infix, "")
     return ""
+
+
+def without_plain_input(variant: str) -> str:
+    """``variant`` without :data:`PLAIN_INPUT` (the variant of the same convolution on a
+    blocked input)."""
+    return variant.removesuffix(PLAIN_INPUT)
 
 
 def prepacked_conv_variant(c_in: int, c_out: int, groups: int, input_bytes: int,
