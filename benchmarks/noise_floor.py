@@ -5,11 +5,11 @@ points (model, batch, heap) on one machine, and reports, per half and per batch:
 
 - the *reproducibility* of the measurements: median |run A / run B − 1| over the shared points,
   for every pair of runs;
-- the *noise floor* of each run: the median APE of a predictor that knows the other runs'
-  measurements of the very same points (their geometric mean, leave one run out). It uses the
-  measurements themselves, so no deterministic predictor can be expected to beat it by much;
-- ftmodel's median APE on the same points, as committed in each run's CSV (predicted in that
-  run, with its own calibration).
+- the *noise floor* of each run: the median (and P90) APE of a predictor that knows the other
+  runs' measurements of the very same points (their geometric mean, leave one run out). It uses
+  the measurements themselves, so no deterministic predictor can be expected to beat it by much;
+- ftmodel's median (and P90) APE on the same points, as committed in each run's CSV (predicted
+  in that run, with its own calibration).
 
 Both for the times as measured ("plain") and for the times at the calibration's machine speed
 (the ``measured_at_speed_s`` column, where the run recorded it).
@@ -53,6 +53,17 @@ def _median_pct(values: list[float]) -> str:
     return f"{100 * statistics.median(values):.1f}%" if values else "–"
 
 
+def _p90_pct(values: list[float]) -> str:
+    """The 90th percentile, linearly interpolated (``numpy.percentile``'s, as the corpus's)."""
+    if not values:
+        return "–"
+    ordered = sorted(values)
+    pos = 0.9 * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return f"{100 * (ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo])):.1f}%"
+
+
 def _run_name(path: Path) -> str:
     return path.parent.name
 
@@ -82,12 +93,15 @@ def report(paths: list[Path], framework: str) -> str:
                          if a is not None and b is not None]
                 cells.append(_median_pct(diffs))
             lines.append(f"| {names[i]} | {names[j]} | " + " | ".join(cells) + " |")
-        lines += ["", "Each run against the others (median APE; floor / ftmodel):", "",
-                  "| run | half | all batches | " + " | ".join(f"b{b}" for b in batches) + " |",
-                  "|---|---|---|" + "---|" * len(batches)]
+        lines += ["", "Each run against the others (median APE, and P90 APE over all batches; "
+                  "floor / ftmodel):", "",
+                  "| run | half | all batches | " + " | ".join(f"b{b}" for b in batches)
+                  + " | P90, all batches |",
+                  "|---|---|---|" + "---|" * len(batches) + "---|"]
         for i, run in enumerate(runs):
             for half in halves:
                 cells = []
+                p90 = "–"
                 for batch in [None, *batches]:
                     floor, own = [], []
                     for k in shared:
@@ -101,6 +115,9 @@ def report(paths: list[Path], framework: str) -> str:
                         floor.append(abs(mean / measured - 1))
                         own.append(abs(float(run[k]["predicted_s"]) / measured - 1))
                     cells.append(f"{_median_pct(floor)} / {_median_pct(own)}")
+                    if batch is None:
+                        p90 = f"{_p90_pct(floor)} / {_p90_pct(own)}"
+                cells.append(p90)
                 lines.append(f"| {names[i]} | {half} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
