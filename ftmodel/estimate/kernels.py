@@ -164,9 +164,9 @@ class DeviceModel:
         """The most specific curve: for a pool that counts its window reads (``windows``), its
         op's per-window curve (``@op:windows``, :data:`~ftmodel.estimate.curves.WINDOWS`);
         ``@op:variant`` (for a convolution on a plain input, then ``@op:`` its variant without
-        it), ``@op``, then ``:variant`` and ``:`` its :func:`~ftmodel.tracing.prepacked_variants.
-        fallback_variant` (``mkldnn_gemm``, then ``:mkldnn``; ``mkldnn_ref``, ``:math``), then
-        the class —
+        it), ``@op``, then ``:variant`` and ``:`` its
+        :func:`~ftmodel.tracing.prepacked_variants.fallback_variant` (``mkldnn_gemm``, then
+        ``:mkldnn``; ``mkldnn_ref``, ``:math``), then the class —
         first among the framework's own curves (``<framework>/...``, measured through its
         runtime; skipped when ``own`` is false), then among the shared ones. A fused recurrent
         layer (a ``steps=`` variant) looks for a per-step curve of such layers

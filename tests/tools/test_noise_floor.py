@@ -56,4 +56,3 @@ def test_each_run_gets_its_floor_and_own_error_as_median_and_p90(tmp_path: Path)
         assert cells[2] == f"{100 * np.median(floor):.1f}% / {100 * np.median(own):.1f}%"
         assert cells[-1] == (f"{100 * np.percentile(floor, 90):.1f}% / "
                              f"{100 * np.percentile(own, 90):.1f}%")
-
