@@ -26,9 +26,10 @@ _UNALIGNED_CHANNELS = (12, 20, 24, 36, 40, 60, 72, 88, 100, 120, 184, 200, 360, 
 
 def conv_configs(rng: random.Random, n: int, depthwise: bool, grid: SweepGrid
                   ) -> list[tuple[int, ...]]:
-    """Random convolutions within the grid's limits; a share of them
-    (``grid.conv_unaligned_share`` / ``grid.depthwise_unaligned_share``) with a channel count,
-    in or out, from ``_UNALIGNED_CHANNELS``."""
+    """Random convolutions within the grid's limits, of the grid's kernel sizes
+    (``grid.dense_kernels`` / ``grid.depthwise_kernels``; a 2x2 one of stride 2); a share of
+    them (``grid.conv_unaligned_share`` / ``grid.depthwise_unaligned_share``) with a channel
+    count, in or out, from ``_UNALIGNED_CHANNELS``."""
     chans = _CONV_CHANNELS if not depthwise else _DEPTHWISE_CHANNELS
     share = grid.depthwise_unaligned_share if depthwise else grid.conv_unaligned_share
     configs: list[tuple[int, ...]] = []
@@ -45,11 +46,11 @@ def conv_configs(rng: random.Random, n: int, depthwise: bool, grid: SweepGrid
             else:
                 cout = odd
         hw = rng.choice([1, 4, 7, 7, 14, 14, 28, 56, 112] if not depthwise else [7, 14, 28, 56, 112])
-        k = rng.choice([3, 5] if depthwise else [1, 1, 3, 3, 3, 7])
-        stride = rng.choice([1, 1, 2]) if hw > 1 else 1
-        groups = cin if depthwise else 1
+        k = rng.choice(grid.depthwise_kernels if depthwise else grid.dense_kernels)
         if hw < k:
             k = 1
+        stride = 2 if k == 2 else rng.choice([1, 1, 2]) if hw > 1 else 1
+        groups = cin if depthwise else 1
         macs = b * (hw // stride) ** 2 * cout * (cin // groups) * k * k
         if macs > grid.conv_max_macs or b * cin * hw * hw > grid.conv_max_input:
             continue

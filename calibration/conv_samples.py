@@ -19,7 +19,7 @@ __all__ = ["ORT_CONV1D_SAMPLES", "conv1d_samples", "conv_samples"]
 
 
 def _conv_module(cin: int, cout: int, k: int, stride: int, groups: int) -> nn.Module:
-    conv = nn.Conv2d(cin, cout, k, stride, padding=k // 2, groups=groups, bias=False)
+    conv = nn.Conv2d(cin, cout, k, stride, padding=(k - 1) // 2, groups=groups, bias=False)
     return conv.requires_grad_(False)
 
 

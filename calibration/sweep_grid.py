@@ -65,13 +65,23 @@ class SweepGrid:
     # dense convolutions at batch 1 on maps of 1-8 px, which eager runs as im2col and one GEMM
     # (``ftmodel.calibration.conv_configs.slow_path_configs``)
     slow_path_samples: int = 0
+    # kernel sizes the random convolutions draw from, dense (a 2 is drawn with stride 2: the
+    # patchifying downsampling of ConvNeXt) and depthwise (1: the per-channel scale branch of
+    # MobileOne and FastViT blocks; 7: ConvNeXt's and FastViT's). A size no sample has is priced
+    # by its neighbours' throughput at another arithmetic intensity: on a 2-vCPU AMD EPYC (Zen 5)
+    # sweep of 3x3 and 5x5 depthwise samples, a 1x1 depthwise convolution at batch 16 (48
+    # channels, 32 px) was priced at 0.09 ms where it took 0.34 ms alone, and ConvNeXt's 2x2
+    # stride-2 downsampling at 0.55 ms where it took 1.1 ms
+    dense_kernels: tuple[int, ...] = (1, 1, 3, 3, 3, 7)
+    depthwise_kernels: tuple[int, ...] = (3, 5)
 
 
 CPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024), gemm_max_macs=1.2e9, bmm_batches=(4, 12, 48, 192),
     bmm_max_macs=6e8, sdpa_batch_heads=((1, 4), (1, 12), (4, 12), (16, 12)),
     sdpa_seqs=(16, 64, 128, 256), conv_batches=(1, 1, 2, 4, 8, 16), conv_max_macs=1.0e9,
-    conv_max_input=2.5e7, conv_samples=72, depthwise_samples=48, stem_batches=(1, 4, 16), max_size_exp=24,
+    conv_max_input=2.5e7, conv_samples=80, depthwise_samples=64, stem_batches=(1, 4, 16),
+    max_size_exp=24,
     late_stage_convs=((1, 256, 256, 4, 3), (1, 512, 512, 3, 3), (1, 1024, 1024, 2, 3),
                       (1, 256, 1024, 4, 1), (1, 1024, 256, 4, 1), (1, 2048, 512, 2, 1),
                       (1, 512, 2048, 2, 1), (1, 1024, 2048, 2, 1), (4, 512, 512, 3, 3),
@@ -80,7 +90,8 @@ CPU_GRID = SweepGrid(
                       (4, 1024, 2048, 1, 1), (16, 1024, 2048, 1, 1)),
     lstm_max_macs=2.2e9, conv_unaligned_share=1 / 3, depthwise_unaligned_share=0.45,
     grouped_samples=16, gemm_grouped_samples=12, early_stage_samples=12,
-    early_stage_depthwise_samples=8, slow_path_samples=24)
+    early_stage_depthwise_samples=8, slow_path_samples=24,
+    dense_kernels=(1, 1, 2, 3, 3, 3, 7), depthwise_kernels=(1, 3, 3, 5, 7))
 GPU_GRID = SweepGrid(
     gemm_ms=(1, 4, 16, 64, 256, 1024, 4096, 16384), gemm_max_macs=7e10,
     bmm_batches=(4, 12, 48, 192, 768, 1536), bmm_max_macs=2e10,

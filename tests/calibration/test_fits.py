@@ -344,6 +344,34 @@ def test_cpu_grouped_sweep_samples_grouped_convolutions_beside_depthwise_ones() 
     assert {m.in_channels // m.groups for m in grouped} >= {4, 8, 16}  # type: ignore[operator]
 
 
+def test_cpu_sweep_samples_the_kernel_sizes_models_run() -> None:
+    """A depthwise 1x1 convolution (MobileOne's and FastViT's scale branch) moves 8 bytes per
+    MAC, several times a 3x3's; a ConvNeXt's 2x2 downsampling of stride 2 sits between 1x1 and
+    3x3 ones. The CPU sweep samples both, and 7x7 depthwise ones; the GPU sweep keeps its
+    sizes and draws the same configurations as before the sizes became the grid's."""
+    import random
+
+    from ftmodel.calibration.conv_configs import conv_configs
+    from ftmodel.calibration.ops import CPU_GRID, GPU_GRID, op_samples
+
+    sweep = op_samples(False, CPU_GRID)
+    depthwise = [s.module for s in sweep["conv_grouped"] if not s.is_floor
+                 and s.module.groups == s.module.in_channels == s.module.out_channels]
+    assert {m.kernel_size[0] for m in depthwise} >= {1, 3, 5, 7}
+    dense = [s.module for s in sweep["conv"] if not s.is_floor and isinstance(s.module, nn.Conv2d)]
+    patchify = [m for m in dense if m.kernel_size[0] == 2]
+    assert patchify and all(m.stride[0] == 2 and m.padding[0] == 0 for m in patchify)
+    # the GPU's configurations, drawn as before (kernel sizes 1, 3, 7 dense; 3, 5 depthwise)
+    for dw in (False, True):
+        configs = conv_configs(random.Random(1234 + dw), 40, dw, GPU_GRID)
+        assert {k for *_, k, _, _ in configs} <= ({3, 5, 1} if dw else {1, 3, 7})
+    # the first draws of each, as the sweep drew them with its kernel sizes written inline
+    assert conv_configs(random.Random(1234), 3, False, GPU_GRID) == [
+        (128, 32, 16, 4, 3, 1, 1), (2, 32, 128, 7, 1, 1, 1), (1, 128, 512, 56, 3, 1, 1)]
+    assert conv_configs(random.Random(1235), 3, True, GPU_GRID) == [
+        (4, 192, 192, 56, 3, 2, 192), (2, 384, 384, 28, 5, 1, 384), (128, 192, 192, 7, 5, 2, 192)]
+
+
 def test_cpu_sweep_samples_early_stages_at_batch_4_and_16() -> None:
     """Few channels on large maps at batch 4-16 (stems, mobile CNNs' first blocks) run at the
     speed of oneDNN's activation reorders: the full CPU sweep samples such convolutions, dense
