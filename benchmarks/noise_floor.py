@@ -25,6 +25,7 @@ import csv
 import itertools
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,31 @@ def _median_pct(values: list[float]) -> str:
 def _p90_pct(values: list[float]) -> str:
     """The 90th percentile, as ``benchmarks/corpus.py`` reports its P90 (``numpy.percentile``)."""
     return f"{100 * float(np.percentile(values, 90)):.1f}%" if values else "–"
+
+
+def _errors(runs: list[dict[Key, dict[str, str]]], i: int, shared: list[Key], column: str,
+            half: str) -> list[tuple[str, float, float]]:
+    """(batch, floor APE, ftmodel APE) of each shared point of run ``i``'s ``half`` that every
+    run measured: the floor is the geometric mean of the other runs' measurements against this
+    run's, ftmodel's the run's committed prediction against it."""
+    out = []
+    for k in shared:
+        run = runs[i]
+        if run[k]["half"] != half:
+            continue
+        measured = _value(run[k], column)
+        others = [_value(r[k], column) for j, r in enumerate(runs) if j != i]
+        if measured is None or any(o is None for o in others):
+            continue
+        mean = math.exp(statistics.fmean(math.log(o) for o in others if o))
+        out.append((k[1], abs(mean / measured - 1),
+                    abs(float(run[k]["predicted_s"]) / measured - 1)))
+    return out
+
+
+def _pair(errs: list[tuple[str, float, float]], stat: Callable[[list[float]], str]) -> str:
+    """``floor / ftmodel`` of ``errs`` by ``stat``."""
+    return f"{stat([e[1] for e in errs])} / {stat([e[2] for e in errs])}"
 
 
 def _run_name(path: Path) -> str:
@@ -94,26 +120,12 @@ def report(paths: list[Path], framework: str) -> str:
                   "| run | half | all batches | " + " | ".join(f"b{b}" for b in batches)
                   + " | P90, all batches |",
                   "|---|---|---|" + "---|" * len(batches) + "---|"]
-        for i, run in enumerate(runs):
+        for i in range(len(runs)):
             for half in halves:
-                cells = []
-                p90 = "–"
-                for batch in [None, *batches]:
-                    floor, own = [], []
-                    for k in shared:
-                        if run[k]["half"] != half or (batch is not None and k[1] != batch):
-                            continue
-                        measured = _value(run[k], column)
-                        others = [_value(r[k], column) for j, r in enumerate(runs) if j != i]
-                        if measured is None or any(o is None for o in others):
-                            continue
-                        mean = math.exp(statistics.fmean(math.log(o) for o in others if o))
-                        floor.append(abs(mean / measured - 1))
-                        own.append(abs(float(run[k]["predicted_s"]) / measured - 1))
-                    cells.append(f"{_median_pct(floor)} / {_median_pct(own)}")
-                    if batch is None:
-                        p90 = f"{_p90_pct(floor)} / {_p90_pct(own)}"
-                cells.append(p90)
+                errs = _errors(runs, i, shared, column, half)
+                cells = [_pair([e for e in errs if batch is None or e[0] == batch], _median_pct)
+                         for batch in [None, *batches]]
+                cells.append(_pair(errs, _p90_pct))
                 lines.append(f"| {names[i]} | {half} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
