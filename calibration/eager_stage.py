@@ -27,7 +27,8 @@ from ftmodel.calibration.allocator import median_probe, probe_mmap_threshold, pr
 from ftmodel.calibration.cache import fit_cache_model, probe_cache
 from ftmodel.calibration.calibration_run import CalibrationRun
 from ftmodel.calibration.dispatch import HostProgram, fit_host_passes
-from ftmodel.calibration.in_model_cpu import fit_in_model_stage, in_model_networks, measure_in_model
+from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_networks,
+                                                measure_in_model, passes_record)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ops import OP_SWEEP_CLASSES, OpSample
 from ftmodel.calibration.planes import PLANES_SWEEP, plane_stage
@@ -156,7 +157,9 @@ def eager_stage(run: CalibrationRun, programs: list[HostProgram],
     if fault_probes:  # the median page-fault price over the probes
         pf = run.provenance["page_fault_probe"] = median_probe(fault_probes)
         run.host = replace(run.host, page_fault_s=pf["page_fault_s"])
-    if nets is not None:
+    if nets is not None:  # every pass, as the op samples' (in_model_cpu's docstring)
+        run.provenance.setdefault("in_model_passes", {})["eager"] = passes_record(
+            in_model_times, range(len(in_model_times)))
         fh = fit_in_model_stage(run.snapshot(False), fh, nets, in_model_times)
         run.measured_nets["eager"] = nets
     else:

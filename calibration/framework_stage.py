@@ -10,9 +10,10 @@ lowering (:mod:`ftmodel.calibration.framework_host`); on a CPU, the framework's 
 probe (:mod:`ftmodel.calibration.runtime_timing`); the host programs timed again after each of
 those stages, ``passes`` times in all, each keeping its median; then the in-model stage through
 the framework (:mod:`ftmodel.calibration.in_model_cpu`, :mod:`ftmodel.calibration.in_model_gpu`).
-On a CPU the in-model stage's synthetic networks are timed after every host pass and the median
-of those passes fitted, as eager's are over its sweep passes: timed once, at the stage's end, a
-VM's slow minute set the fit (two inductor calibrations on the 2-vCPU AMD EPYC Zen 4 guest, one
+On a CPU the in-model stage's synthetic networks are timed after every host pass (up to two
+more where passes disagree) and the median of the passes that agree with the fastest fitted
+(:func:`~ftmodel.calibration.in_model_cpu.kept_passes`): timed once, at the stage's end, a VM's
+slow minute set the fit (two inductor calibrations on the 2-vCPU AMD EPYC Zen 4 guest, one
 timing its networks at a reference GEMM of 0.84 ms, one at 1.01 ms, whose batch-1 CNN networks
 came out 1.36-1.70x slower, priced the same corpus points 1.16x apart).
 """
@@ -27,7 +28,9 @@ from ftmodel.calibration.framework_host import (build_framework_programs, fit_fr
 from ftmodel.calibration.framework_ops import FRAMEWORK_SWEEPS, framework_curves
 from ftmodel.calibration.guards import measure_guards
 from ftmodel.calibration.in_model_cpu import (InModelNetworks, Key, fit_in_model_stage,
-                                                in_model_networks, measure_in_model)
+                                                in_model_networks, kept_passes,
+                                                measure_in_model, measure_until_agreed,
+                                                passes_record)
 from ftmodel.calibration.in_model_gpu import in_model_stage_async
 from ftmodel.calibration.ort_loops import ort_loop_curves
 from ftmodel.calibration.runtime_timing import RUNTIME_CHAINS, runtime_cache_stage
@@ -97,8 +100,13 @@ def framework_stage(run: CalibrationRun, fw_name: str) -> None:
             ffh = host_pass()
     while len(fw_passes) < run.passes:
         ffh = host_pass()
-    if cpu:  # the median of the networks' passes, as eager's over its sweep passes
-        ffh = fit_in_model_stage(run.snapshot(False), ffh, nets[0], net_passes)
+    if cpu:  # the median of the networks' passes that agree with the fastest (in_model_cpu)
+        measure_until_agreed(lambda: measure_in_model(nets[0], run.snapshot(False), run.device,
+                                                      run.rounds), net_passes)
+        kept = kept_passes(net_passes)
+        run.provenance.setdefault("in_model_passes", {})[fw_name] = passes_record(net_passes,
+                                                                                  kept)
+        ffh = fit_in_model_stage(run.snapshot(False), ffh, nets[0], net_passes, kept)
         run.measured_nets[fw_name] = nets[0]
     else:
         ffh = in_model_stage_async(run.snapshot(False), ffh, run.device, run.quick,

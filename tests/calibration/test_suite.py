@@ -746,14 +746,15 @@ def test_calibrate_rejects_a_bad_number_of_passes(tmp_path: Path, passes: Any) -
     assert not (tmp_path / "x.json").exists()
 
 
-def test_in_model_networks_measured_in_several_passes_keep_each_ones_median(
+def test_in_model_networks_measured_in_several_passes_keep_the_median_of_the_fitted_ones(
         quick_profile: Path) -> None:
-    """The in-model stage's networks are built once and measured once per sweep pass; each
-    network's time is the median of its passes', and every pass's time is kept."""
+    """The in-model stage's networks are built once and measured once per pass; each network's
+    time is the median of its passes' (eager's) or of the passes that agree with the fastest
+    (another framework's), and every pass's time is kept."""
     from dataclasses import replace
 
     from ftmodel.calibration.in_model_cpu import (fit_in_model_stage, in_model_networks,
-                                                  measure_in_model)
+                                                  kept_passes, measure_in_model)
 
     prof = read_profile(quick_profile)
     fh = prof.host.frameworks["eager"]
@@ -761,15 +762,18 @@ def test_in_model_networks_measured_in_several_passes_keep_each_ones_median(
     assert len(nets.programs) == len(nets.fns) == 12  # 6 networks at batch 1 and 8
     one = measure_in_model(nets, prof, "cpu", rounds=2)
     assert set(one) == set(nets.programs) and all(t > 0 for t in one.values())
-    passes = [{k: t * f for k, t in one.items()} for f in (1.0, 3.0, 1.2)]
     bare = replace(fh, samples=(), in_model={})
-    fitted = fit_in_model_stage(prof, bare, nets, passes)
-    rows = {s["network"]: s for s in fitted.samples}
-    for (net, b), t in one.items():
-        row = rows[f"{net}@b{b}"]
-        assert row["pass_time_s"] == [t, 3.0 * t, 1.2 * t]
-        assert row["time_s"] == pytest.approx(1.2 * t)  # the median, not the slow pass
-    assert fitted.in_model["cv_median_ape"] >= 0.0
+    factors = (1.0, 3.0, 1.2)
+    passes = [{k: t * f for k, t in one.items()} for f in factors]
+    for kept, expected in ((None, 1.2),  # every pass: the median, not the slow pass
+                           (kept_passes(passes), 1.0)):  # those that agree: the first alone
+        fitted = fit_in_model_stage(prof, bare, nets, passes, kept)
+        rows = {s["network"]: s for s in fitted.samples}
+        for (net, b), t in one.items():
+            row = rows[f"{net}@b{b}"]
+            assert row["pass_time_s"] == [t * f for f in factors]
+            assert row["time_s"] == pytest.approx(expected * t)
+        assert fitted.in_model["cv_median_ape"] >= 0.0
     once = fit_in_model_stage(prof, bare, nets, passes[:1])
     assert all("pass_time_s" not in s for s in once.samples)
 
