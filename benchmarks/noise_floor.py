@@ -67,8 +67,8 @@ def _errors(runs: list[dict[Key, dict[str, str]]], i: int, shared: list[Key], co
     run measured: the floor is the geometric mean of the other runs' measurements against this
     run's, ftmodel's the run's committed prediction against it."""
     out = []
+    run = runs[i]
     for k in shared:
-        run = runs[i]
         if run[k]["half"] != half:
             continue
         measured = _value(run[k], column)
