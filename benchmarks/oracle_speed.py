@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -94,7 +95,17 @@ def _phase(oracle: CostOracle, space: MobileNetV2Space, cfgs: list[CandidateConf
     return pred_s, build_s, lat
 
 
-def _live_cost(space: MobileNetV2Space, cfg: CandidateConfig, batch: int, rounds: int,
+def write_rows(out: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` as ``out`` with a .csv suffix (folders made); returns ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
+def live_cost(space: MobileNetV2Space, cfg: CandidateConfig, batch: int, rounds: int,
                round_s: float) -> tuple[float, float]:
     """(seconds of one forward pass, seconds of one live measurement) of ``cfg`` on this CPU
     with eager PyTorch. The measurement is ftmodel's own protocol
@@ -160,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     live = []
     for i in range(args.live):  # measured on candidates of the warm phase
         cfg = cfgs[args.cold + i * max(1, args.warm // max(1, args.live))]
-        med, total = _live_cost(space, cfg, args.batch, args.rounds, args.round_s)
+        med, total = live_cost(space, cfg, args.batch, args.rounds, args.round_s)
         live.append((med, total))
     live_med = statistics.median(m for m, _ in live)
     live_total = statistics.median(t for _, t in live)
@@ -180,12 +191,7 @@ def main(argv: list[str] | None = None) -> int:
          "block_misses": info.block_misses - info_cold.block_misses,
          "kernels_priced": info.kernels},
     ]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    out = write_rows(Path(args.out), rows)
     ratio_one = live_med / per_pred_warm
     ratio_full = live_total / per_pred_warm
     prof_name = getattr(oracle.predictor.profile, "name", str(gpu))

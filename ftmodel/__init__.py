@@ -16,13 +16,14 @@ from ftmodel.hardware.registry import list_profiles
 from ftmodel.oracle import CostOracle, OracleResult
 from ftmodel.tools.compare import FrameworkComparison, compare_frameworks
 from ftmodel.tracing.records import OpRecord, Trace
-from ftmodel import inputs
+from ftmodel import inputs, search_space
 
 __version__ = "0.1.0"
 __all__ = [
     "predict_latency", "crossover_batch", "compare_frameworks", "CostOracle", "trace",
     "load_profile", "list_profiles", "Prediction", "LayerCost", "Predictor", "OracleResult",
     "FrameworkComparison", "DeviceSpec", "HostSpec", "Trace", "OpRecord", "inputs",
+    "search_space",
     "FtmodelError", "InvalidArgumentError", "UnknownNameError", "ProfileError",
     "FrameworkUnsupported", "BackendUnavailable", "MissingExtraError", "TraceError",
     "__version__",

@@ -40,7 +40,8 @@ from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.hardware.host_priors import BORROWS_FROM, OWN_LAYOUT_CLASSES
 from ftmodel.hardware.profile import DeviceProfile
 
-__all__ = ["AUX_CLASS", "expand_launches", "launches_per_op", "dtype_key"]
+__all__ = ["AUX_CLASS", "dtype_key", "expand_launches", "helper_table", "helpers_of",
+           "launches_per_op"]
 
 AUX_CLASS = "aux"
 _DTYPE_KEYS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
@@ -58,13 +59,27 @@ def launches_per_op(table: dict[str, float] | None, op_class: str, dtype: str) -
     return float(table.get(f"{op_class}:{dtype}", table.get(op_class, 1.0)))
 
 
-def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
-    """``program`` with the device's helper kernels inserted after the ops that launch them."""
+def helper_table(device: DeviceProfile, framework: str) -> dict[str, float]:
+    """The expected device kernels per op that ``framework``'s programs get on ``device``
+    (:func:`launches_per_op`'s ``table``): its own, or those of the framework it borrows from
+    for the classes it does not lay out itself; empty where the device launches no helpers."""
     own = device.launches_per_op.get(framework)
     table = dict(own or device.launches_per_op.get(BORROWS_FROM.get(framework, ""), {}))
     if not own:  # borrowed: not for the classes the framework lays out itself
         table = {k: v for k, v in table.items()
                  if k.split(":")[0] not in OWN_LAYOUT_CLASSES.get(framework, ())}
+    return table
+
+
+def helpers_of(extra_per_op: float, index: int) -> int:
+    """Helper kernels of the ``index``-th op (from 0) of a class whose ops launch
+    ``extra_per_op`` helpers on average (the module docstring's rounding)."""
+    return _round(extra_per_op * (index + 1)) - _round(extra_per_op * index)
+
+
+def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:
+    """``program`` with the device's helper kernels inserted after the ops that launch them."""
+    table = helper_table(device, framework)
     if not table or not program.kernels:
         return program
     seen: Counter[str] = Counter()
@@ -77,7 +92,7 @@ def expand_launches(program: Program, device: DeviceProfile, framework: str) -> 
         key = f"{k.op_class}:{dtype_key(k.dtype)}"
         i = seen[key]
         seen[key] += 1
-        n_extra = _round(extra_per_op * (i + 1)) - _round(extra_per_op * i)
+        n_extra = helpers_of(extra_per_op, i)
         out.extend(Kernel(AUX_CLASS, 0, 0, 0, k.module_path, k.members, k.dtype, "aux")
                    for _ in range(n_extra))
     if len(out) == len(program.kernels):

@@ -62,7 +62,6 @@ With ``crossover=True`` every field equals ``predict_latency``'s.
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import warnings
 from collections import OrderedDict
@@ -71,12 +70,14 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
-import torch
 from torch import nn
 
 from ftmodel.api import DTYPES, DeviceSpec, HostSpec, Prediction, Predictor
 from ftmodel.deprecation import renamed
+from ftmodel.oracle.composed import NotComposable
+from ftmodel.oracle.materialize import materialized, real_inputs
 from ftmodel.oracle.device_cache import DeviceCache
+from ftmodel.oracle.space_oracle import SearchSpace, SpacePricer, SpaceResult, space_latencies
 from ftmodel.errors import InvalidArgumentError
 from ftmodel.program import Program
 from ftmodel.oracle.structure import Plan, input_meta, plan_of
@@ -170,6 +171,7 @@ class CostOracle:
         # eager's lowering is one kernel per launching record: assembled from cached segments
         self._eager = fw.name == "eager" and fw.lower_model is None
         self._helpers = False  # whether the device adds helper kernels to eager's programs
+        self._space: SpacePricer | None | bool = None  # False: candidates are built
 
     @property
     def framework(self) -> str:
@@ -196,11 +198,28 @@ class CostOracle:
                 return self._predict(model, [check_batch(b) for b in batch], inputs)
             return self._predict(model, [check_batch(batch)], inputs)[0]
 
+    @overload
+    def latencies(self, models: Iterable[Any], batch: int | Sequence[int] = ...,
+                  inputs: InputSpec = ..., *, batches: int | Sequence[int] | None = ...,
+                  space: SearchSpace) -> SpaceResult: ...
+
+    @overload
     def latencies(self, models: Mapping[Any, nn.Module] | Iterable[nn.Module],
+                  batch: int | Sequence[int] = ..., inputs: InputSpec = ..., *,
+                  batches: int | Sequence[int] | None = ..., space: None = ...
+                  ) -> OracleResult: ...
+
+    def latencies(self, models: Mapping[Any, nn.Module] | Iterable[Any],
                   batch: int | Sequence[int] = 1, inputs: InputSpec = None, *,
-                  batches: int | Sequence[int] | None = None) -> OracleResult:
+                  batches: int | Sequence[int] | None = None,
+                  space: SearchSpace | None = None) -> OracleResult | SpaceResult:
         """Predictions for every candidate at every batch in ``batch`` (``batches=``: its
         deprecated spelling).
+
+        With ``space`` (a search space, e.g. ``ftmodel.search_space.MobileNetV2Space()``),
+        ``models`` are its configurations and are never built: each is priced from its
+        blocks' cached summaries (:mod:`ftmodel.oracle.space_oracle`) into a
+        :class:`~ftmodel.oracle.space_oracle.SpaceResult` of latencies.
 
         ``models`` is a mapping from a candidate's configuration (any hashable description) to
         its module, or an iterable of modules (their positions name them). A candidate that
@@ -210,6 +229,10 @@ class CostOracle:
         batch = renamed("batch", batch, 1, "batches", batches)
         bs = [check_batch(b) for b in (batch if isinstance(batch, (list, tuple, range))
                                        else [batch])]
+        if space is not None:
+            with _gc_paused():
+                return space_latencies(self._space_pricer(), self._predict, space,
+                                       list(models), bs)
         items: Iterable[tuple[Any, Any]]
         if isinstance(models, Mapping):
             items = models.items()
@@ -240,6 +263,14 @@ class CostOracle:
                 warnings.warn(f"ftmodel oracle: candidate {name!r} skipped ({text})",
                               RuntimeWarning, stacklevel=3)
 
+    def _space_pricer(self) -> SpacePricer | None:
+        if self._space is None:
+            try:
+                self._space = SpacePricer(self.predictor, self.traces)
+            except NotComposable:
+                self._space = False
+        return self._space if isinstance(self._space, SpacePricer) else None
+
     def cache_info(self) -> CacheInfo:
         return CacheInfo(len(self.traces), self.traces.hits, self.traces.misses,
                          len(self._programs), self._program_hits, self._program_misses,
@@ -251,6 +282,8 @@ class CostOracle:
         self._programs.clear()
         self._device.clear()
         self._uncacheable.clear()
+        if isinstance(self._space, SpacePricer):
+            self._space.clear()
         self._program_hits = self._program_misses = 0
 
     # -- internals ---------------------------------------------------------------------------
@@ -311,7 +344,7 @@ class CostOracle:
         if tr is None:
             tr = self.predictor.trace(model, inputs, batch)
         if self.predictor.framework.lower_model is not None:
-            model, inputs = _materialized(model), _real_inputs(inputs)
+            model, inputs = materialized(model), real_inputs(inputs)
         return self._keep(key, self.predictor.lower(model, inputs, batch, tr))
 
     def _keep(self, key: Hashable | None, program: Program,
@@ -355,38 +388,3 @@ def _paused(items: Iterable[Any], was: bool) -> Iterator[Any]:
 
 
 _END = object()
-
-
-def _materialized(model: nn.Module) -> nn.Module:
-    """``model`` itself, or a copy with real, initialised weights if any are on meta."""
-    tensors = list(model.parameters()) + list(model.buffers())
-    if not any(t.device.type == "meta" for t in tensors):
-        return model
-    real = copy.deepcopy(model).to_empty(device="cpu")
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(0)
-        for t in list(real.parameters()) + list(real.buffers()):
-            if t.is_floating_point():
-                t.normal_(0.0, 0.02)
-            else:
-                t.zero_()
-        for m in real.modules():
-            reset = getattr(m, "reset_parameters", None)
-            if callable(reset):
-                reset()
-    return real.eval()
-
-
-def _real_inputs(inputs: InputSpec) -> InputSpec:
-    """``inputs`` with meta tensors replaced by zeros (frameworks that run the model)."""
-    def conv(v: Any) -> Any:
-        if isinstance(v, torch.Tensor) and v.device.type == "meta":
-            return torch.zeros(v.shape, dtype=v.dtype)
-        if isinstance(v, (tuple, list)):
-            return type(v)(conv(x) for x in v)
-        if isinstance(v, dict):
-            return {k: conv(x) for k, x in v.items()}
-        return v
-    if inputs is None or callable(inputs) and not isinstance(inputs, torch.Tensor):
-        return inputs
-    return conv(inputs)  # type: ignore[no-any-return]

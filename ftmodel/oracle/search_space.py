@@ -14,14 +14,16 @@ convention of searching its inverted-residual ("MBConv") blocks:
 * a fixed head: 1×1 conv to 1280 channels, BN, ReLU6, global average pool, flatten, linear.
 
 A candidate is an ``nn.Sequential`` whose children are the stem, every block and the head
-pieces, so :class:`ftmodel.oracle.CostOracle` can price it block by block. Building on the meta
-device (``build(cfg, device="meta")``) allocates no weight memory.
+pieces (:meth:`MobileNetV2Space.blocks` names them without building anything), so
+:class:`ftmodel.oracle.CostOracle` prices it block by block, from its configuration alone with
+``latencies(configs, batches, space=space)``. Building on the meta device
+(``build(cfg, device="meta")``) allocates no weight memory.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -122,6 +124,13 @@ def _conv_bn_relu(c_in: int, c_out: int, kernel: int, stride: int) -> nn.Sequent
                          nn.BatchNorm2d(c_out), nn.ReLU6(inplace=True))
 
 
+# what check and blocks look up (a NAS search asks for thousands of candidates a second)
+_WIDTH_SET, _EXPANSION_SET, _KERNEL_SET = frozenset(WIDTHS), frozenset(EXPANSIONS), frozenset(
+    KERNELS)
+_MAX_DEPTH = max(DEPTHS)
+_CHANNELS = {(base, w): make_divisible(base * w) for base, _ in BASE_STAGES for w in WIDTHS}
+
+
 class _Trial(Protocol):  # the part of optuna.Trial this module uses
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any: ...
 
@@ -167,39 +176,87 @@ class MobileNetV2Space:
             stages.append(StageConfig(width, blocks))
         return CandidateConfig(tuple(stages))
 
+    def covering(self) -> list[CandidateConfig]:
+        """Configurations that together hold every block the space can make at every input it
+        can reach (per stage, each width after each width of the stage before, each expansion
+        and kernel, first in the stage and after another block): priced once, they warm an
+        oracle's block cache for the whole space (the cold start of a search)."""
+        out = []
+        for i in range(len(BASE_STAGES)):
+            depth = 1 if i == len(BASE_STAGES) - 1 else 2
+            for w_prev in (WIDTHS if i else WIDTHS[:1]):
+                for w in WIDTHS:
+                    for e in EXPANSIONS:
+                        for k in KERNELS:
+                            stages = [StageConfig(WIDTHS[0], (BlockConfig(e, k),))
+                                      for _ in BASE_STAGES]
+                            if i:
+                                stages[i - 1] = StageConfig(w_prev, (BlockConfig(e, k),))
+                            stages[i] = StageConfig(w, (BlockConfig(e, k),) * depth)
+                            out.append(CandidateConfig(tuple(stages)))
+        return out
+
     # -- building ----------------------------------------------------------------------------
     def check(self, cfg: CandidateConfig) -> None:
         """Raise InvalidArgumentError naming the first choice outside the space."""
-        if len(cfg.stages) != len(BASE_STAGES):
+        stages = cfg.stages
+        if len(stages) != len(BASE_STAGES):
             raise InvalidArgumentError(f"a candidate has {len(BASE_STAGES)} stages, got "
-                                       f"{len(cfg.stages)}")
-        for i, s in enumerate(cfg.stages):
-            if s.width not in WIDTHS or not s.blocks or len(s.blocks) > max(DEPTHS):
+                                       f"{len(stages)}")
+        for i, s in enumerate(stages):
+            blocks = s.blocks
+            if s.width not in _WIDTH_SET or not 0 < len(blocks) <= _MAX_DEPTH:
                 raise InvalidArgumentError(
                     f"stage {i}: width {s.width!r} / depth {s.depth} outside the space (widths "
                     f"{WIDTHS}, depths {DEPTHS})")
-            for j, b in enumerate(s.blocks):
-                if b.expansion not in EXPANSIONS or b.kernel not in KERNELS:
+            for j, b in enumerate(blocks):
+                if b.expansion not in _EXPANSION_SET or b.kernel not in _KERNEL_SET:
                     raise InvalidArgumentError(
                         f"stage {i} block {j}: expansion {b.expansion!r} / kernel {b.kernel!r} "
                         f"outside the space (expansions {EXPANSIONS}, kernels {KERNELS})")
 
-    def build(self, cfg: CandidateConfig, device: str | torch.device = "cpu") -> nn.Sequential:
-        """The candidate as an ``nn.Sequential`` (``device="meta"``: no weight memory)."""
+    def blocks(self, cfg: CandidateConfig) -> tuple[Hashable, ...]:
+        """The candidate's blocks in order, as keys :meth:`block` builds: the stem, every
+        inverted residual ``("mbconv", c_in, c_out, stride, expansion, kernel)``, the head's
+        1×1 convolution, pool, flatten and classifier. Nothing is built."""
         self.check(cfg)
+        keys: list[Hashable] = [("stem",), ("mbconv", STEM_CHANNELS, FIRST_CHANNELS, 1, 1, 3)]
+        append = keys.append
+        c = FIRST_CHANNELS
+        for (base, stride), stage in zip(BASE_STAGES, cfg.stages):
+            c_out = _CHANNELS[(base, stage.width)]
+            s = stride
+            for b in stage.blocks:
+                append(("mbconv", c, c_out, s, b.expansion, b.kernel))
+                c, s = c_out, 1
+        return (*keys, ("head", c), ("pool",), ("flatten",), ("classifier", self.n_classes))
+
+    def block(self, key: Hashable, device: str | torch.device = "meta") -> nn.Module:
+        """One block of :meth:`blocks` (``device="meta"``: no weight memory)."""
+        if not isinstance(key, tuple) or not key:
+            raise InvalidArgumentError(f"not a block key of this space: {key!r}")
+        kind, args = key[0], key[1:]
         with torch.device(device):
-            layers: list[nn.Module] = [_conv_bn_relu(3, STEM_CHANNELS, 3, 2),
-                                       MBConv(STEM_CHANNELS, FIRST_CHANNELS, 1, 1, 3)]
-            c = FIRST_CHANNELS
-            for (base, stride), stage in zip(BASE_STAGES, cfg.stages):
-                c_out = make_divisible(base * stage.width)
-                for j, b in enumerate(stage.blocks):
-                    layers.append(MBConv(c, c_out, stride if j == 0 else 1, b.expansion,
-                                         b.kernel))
-                    c = c_out
-            layers += [_conv_bn_relu(c, HEAD_CHANNELS, 1, 1), nn.AdaptiveAvgPool2d(1),
-                       nn.Flatten(1), nn.Linear(HEAD_CHANNELS, self.n_classes)]
-            return nn.Sequential(*layers).eval()
+            if kind == "stem":
+                return _conv_bn_relu(3, STEM_CHANNELS, 3, 2)
+            if kind == "mbconv" and len(args) == 5:
+                return MBConv(*args)
+            if kind == "head" and len(args) == 1:
+                return _conv_bn_relu(args[0], HEAD_CHANNELS, 1, 1)
+            if kind == "pool":
+                return nn.AdaptiveAvgPool2d(1)
+            if kind == "flatten":
+                return nn.Flatten(1)
+            if kind == "classifier" and len(args) == 1:
+                return nn.Linear(HEAD_CHANNELS, args[0])
+        raise InvalidArgumentError(
+            f"not a block key of this space: {key!r} (kinds: stem, mbconv, head, pool, "
+            "flatten, classifier; see MobileNetV2Space.blocks)")
+
+    def build(self, cfg: CandidateConfig, device: str | torch.device = "cpu") -> nn.Sequential:
+        """The candidate as an ``nn.Sequential`` of its :meth:`blocks` (``device="meta"``: no
+        weight memory)."""
+        return nn.Sequential(*(self.block(k, device) for k in self.blocks(cfg))).eval()
 
     def inputs(self, batch: int) -> torch.Tensor:
         """Random images ``(batch, 3, resolution, resolution)``."""

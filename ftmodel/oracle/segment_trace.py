@@ -17,11 +17,13 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ftmodel.errors import FtmodelError
+from ftmodel.program import Program
 from ftmodel.tracing.dispatch import trace
 from ftmodel.tracing.recorder import StorageIds, tensors_of, storage_key
 from ftmodel.tracing.records import OpRecord, Trace
 
-__all__ = ["RECORD_REST", "SegmentTrace", "TRACE_COUNTERS", "TensorMeta", "trace_segment"]
+__all__ = ["EagerBlock", "RECORD_REST", "SegmentTrace", "TRACE_COUNTERS", "TensorMeta",
+           "trace_segment"]
 
 RECORD_REST = tuple(f.name for f in fields(OpRecord))[2:]  # all but index, module_path
 
@@ -60,6 +62,18 @@ class SegmentTrace:
     out_sid: int | None = None
     out_is_in: bool = False
     counters: tuple[tuple[str, int], ...] = ()  # the Trace's other counters: TRACE_COUNTERS
+
+
+class EagerBlock(NamedTuple):
+    """A chain's eager Program on its own (:meth:`ftmodel.oracle.trace_cache.TraceCache.
+    eager_block`), its input's and output's storage ids in it (None: not an operand of any
+    kernel), its output's meta and whether the output is the input's storage."""
+
+    program: Program
+    in_sid: int | None
+    out_sid: int | None
+    out: TensorMeta | None
+    out_is_in: bool
 
 
 # Trace fields ftmodel.oracle.trace_cache.TraceCache.assemble builds itself; every other field must be

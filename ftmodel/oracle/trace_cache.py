@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from ftmodel.program import Kernel, Program, kernel_events
-from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, SegmentTrace, TensorMeta,
-                                          trace_segment)
+from ftmodel.oracle.segment_trace import (RECORD_REST, TRACE_COUNTERS, EagerBlock, SegmentTrace,
+                                          TensorMeta, trace_segment)
 from ftmodel.plain_objects import maker
 from ftmodel.oracle.structure import KeyNumbers, Plan
 from ftmodel.tracing.variants import planes_of, selection_threads
@@ -96,18 +96,19 @@ class TraceCache:
     def _walk(self, plan: Plan, first: TensorMeta, dtype: torch.dtype,
               place: Callable[[SegmentTrace, str], Any],
               emit: Callable[[SegmentTrace, Any, int, int | None], None],
-              calls: dict[str, int] | None = None) -> tuple[int, dict[str, int]] | None:
+              calls: dict[str, int] | None = None) -> _Walked | None:
         """Walk the plan's segments in call order: ``emit(seg, placed, base, in_global)`` each
         segment with its ``place(seg, path)`` (cached per segment and path) and how its local
         storage ids map to global ones (:func:`_gmap`). Module calls are summed per path into
-        ``calls`` when given. Returns (number of module calls, counters), or None if the trace
-        cannot be assembled."""
+        ``calls`` when given. Returns the module calls, counters, the output's global storage
+        id and meta (:class:`_Walked`), or None if the trace cannot be assembled."""
         n_calls = 1
         if calls is not None:
             calls[""] = 1
         meta = first
         counters = dict.fromkeys(TRACE_COUNTERS, 0)
         g_in: int | None = None  # global storage id of the current segment's input, if known
+        same = True  # whether the chain's output so far is its input's storage
         n_sids = 0  # global storage ids handed out so far
         keys = iter(plan.keys)
         cache = self._placed
@@ -140,6 +141,7 @@ class TraceCache:
                 if key is not None:
                     cache[ck] = placed
             emit(seg, placed, n_sids, in_global)
+            same = same and seg.out_is_in
             if seg.out_is_in:  # the output is the input: its id, now known if it was used
                 if g_in is None and seg.in_sid is not None:
                     g_in = _global_sid(seg, seg.in_sid, n_sids, in_global)
@@ -148,7 +150,7 @@ class TraceCache:
                         _global_sid(seg, seg.out_sid, n_sids, in_global))
             n_sids += seg.n_sids - (in_global is not None)
             meta = seg.out
-        return n_calls, counters
+        return _Walked(n_calls, counters, g_in, meta, same)
 
     def _placed_kernels(self, seg: SegmentTrace, path: str) -> _PlacedKernels:
         """``seg``'s eager kernels placed at ``path``; the path-independent part
@@ -172,7 +174,7 @@ class TraceCache:
         walked = self._walk(plan, first, dtype, _placed, emit, calls)
         if walked is None:
             return None
-        n_calls, counters = walked
+        n_calls, counters = walked.n_calls, walked.counters
         batch = first.shape[0] if first.shape else 1
         return Trace(records=tuple(records), n_module_calls=n_calls,
                      module_calls=calls, batch=batch, fake=True, warnings=(),
@@ -196,6 +198,23 @@ class TraceCache:
         the Program is the same, and building it costs no new Kernel objects. For a caller that
         takes operand identities from the parts (:class:`ftmodel.oracle.device_cache.DeviceCache`),
         never from the kernels."""
+        got = self._eager(plan, first, dtype, relocate)
+        return None if got is None else got[:2]
+
+    def eager_block(self, plan: Plan, first: TensorMeta, dtype: torch.dtype
+                    ) -> EagerBlock | None:
+        """The eager Program of a chain on its own (relocated) with the storage ids its input
+        and output have in it: what :mod:`ftmodel.oracle.composed` summarises of one block of
+        a search space; None if the trace cannot be assembled."""
+        got = self._eager(plan, first, dtype, True)
+        if got is None:
+            return None
+        program, parts, w = got  # the first segment, placed at base 0, keeps its input's id
+        return EagerBlock(program, parts[0].seg.in_sid if parts else None, w.out_sid, w.out,
+                          w.out_is_in)
+
+    def _eager(self, plan: Plan, first: TensorMeta, dtype: torch.dtype, relocate: bool
+               ) -> tuple[Program, tuple[Part, ...], _Walked] | None:
         kernels: list[Kernel] = []
         parts: list[Part] = []
         n_view = n_alloc = 0
@@ -220,7 +239,7 @@ class TraceCache:
         walked = self._walk(plan, first, dtype, self._place_eager, emit)
         if walked is None:
             return None
-        n_calls, counters = walked
+        n_calls, counters = walked.n_calls, walked.counters
         ks = tuple(kernels)
         events = Counter(names)  # kernel_events(ks), as eager.lower builds them, in its order
         events["module_call"] = n_calls
@@ -228,7 +247,17 @@ class TraceCache:
         events["view"] = n_view
         events["alloc"] = n_alloc
         program = Program("eager", ks, dict(events), first.shape[0] if first.shape else 1, ())
-        return program, tuple(parts)
+        return program, tuple(parts), walked
+
+
+class _Walked(NamedTuple):
+    """Module calls, the Trace's counters, and the chain's output: its global storage id (None:
+    not an operand), meta and whether it is the input's storage (:meth:`TraceCache._walk`)."""
+    n_calls: int
+    counters: dict[str, int]
+    out_sid: int | None
+    out: TensorMeta | None
+    out_is_in: bool
 
 
 # relocated kernel tuples kept per placed segment (one per distinct storage-id offset)

@@ -19,6 +19,7 @@ from ftmodel.calibration.allocator import (MAPPING, PROBE_THREADS, fresh_mapping
                                           mmap_threshold_stale, page_fault_probe_stale,
                                           probe_mmap_threshold, probe_page_fault_s)
 from ftmodel.calibration.cache import EAGER_CONV_BATCH
+from ftmodel.calibration.in_model_cpu import EXTRA_PASSES
 from ftmodel.calibration.mkldnn_layout import LAYOUT_CURVES
 from ftmodel.calibration.speed_probe import reference_drift
 from ftmodel.calibration.update import kept_for_update
@@ -423,10 +424,15 @@ def test_update_adds_a_framework_and_keeps_the_rest(quick_profile: Path, tmp_pat
     assert len(host_passes) == 2
     programs = [s for s in after.host.frameworks["torchscript"].samples if "program" in s]
     assert programs and all(len(s["pass_time_s"]) == 2 for s in programs)
-    # and its synthetic networks after each pass, the median of the passes fitted
+    # and its synthetic networks after each pass (more where the passes disagree: a busy
+    # machine), the median of the passes fitted
     networks = [s for s in after.host.frameworks["torchscript"].samples if "network" in s]
-    assert networks and all(len(s["pass_time_s"]) == 2 for s in networks)
-    assert all(s["time_s"] == statistics.median(s["pass_time_s"]) for s in networks)
+    n_passes = len(networks[0]["pass_time_s"]) if networks else 0
+    assert networks and 2 <= n_passes <= 2 + EXTRA_PASSES
+    assert all(len(s["pass_time_s"]) == n_passes for s in networks)
+    kept = after.provenance["in_model_passes"]["torchscript"]["kept"]
+    assert all(s["time_s"] == statistics.median([s["pass_time_s"][i] for i in kept])
+               for s in networks)
     assert read_profile(path) == after
     assert after.host.frameworks["eager"] == before.host.frameworks["eager"]
     # the shared curves are kept; torchscript adds its prepacked convolutions' own, keyed by
