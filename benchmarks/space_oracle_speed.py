@@ -2,9 +2,11 @@
 
     python benchmarks/space_oracle_speed.py --device benchmarks/results/cpu-epyc-turin/cpu-profile-124.json
     python benchmarks/space_oracle_speed.py --device a100
+    python benchmarks/space_oracle_speed.py --space vit --resolution 128
 
 ``CostOracle.latencies(configs, batches, space=space)`` on the MobileNet-V2-style space
-(:mod:`ftmodel.oracle.search_space`), eager, from a fresh oracle:
+(:mod:`ftmodel.oracle.search_space`) or the ViT-style one (``--space vit``,
+:mod:`ftmodel.oracle.vit_space`), eager, from a fresh oracle:
 
 * **cold start**: the space's :meth:`~ftmodel.oracle.search_space.MobileNetV2Space.covering`
   configurations, which hold every block the space can make at every input it reaches: every
@@ -39,12 +41,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from ftmodel.measure import allocator_setting, cpu_name, keep_heap, set_threads  # noqa: E402
 from ftmodel.oracle import CostOracle  # noqa: E402
 from ftmodel.oracle.search_space import MobileNetV2Space  # noqa: E402
+from ftmodel.oracle.vit_space import ViTSpace  # noqa: E402
 from oracle_speed import default_profile, live_cost, write_rows  # noqa: E402
 
 BATCHES8 = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def _rate(oracle: CostOracle, space: MobileNetV2Space, cfgs: list, batches: list[int],
+def _rate(oracle: CostOracle, space: MobileNetV2Space | ViTSpace, cfgs: list,
+          batches: list[int],
           chunk: int) -> tuple[float, bool]:
     """(candidates per second, all composed) over ``cfgs`` asked ``chunk`` at a time."""
     composed = True
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="profile (default: this CPU's calibrated)")
+    ap.add_argument("--space", choices=("mobilenetv2", "vit"), default="mobilenetv2")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--resolution", type=int, default=160)
     ap.add_argument("--warm", type=int, default=20000)
@@ -74,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads(args.threads)
     keep_heap()
     device = args.device or default_profile("eager")
-    space = MobileNetV2Space(resolution=args.resolution)
+    space: MobileNetV2Space | ViTSpace = (MobileNetV2Space(resolution=args.resolution)
+                                          if args.space == "mobilenetv2"
+                                          else ViTSpace(resolution=args.resolution))
     rng = random.Random(args.seed)
     oracle = CostOracle("eager", device)
     t0 = time.perf_counter()
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         "# NAS oracle from configurations: speed", "",
         "`" + " ".join(["python benchmarks/space_oracle_speed.py"]
                        + (sys.argv[1:] if argv is None else argv)) + "`", "",
-        f"MobileNet-V2-style space (`ftmodel.search_space`, resolution {args.resolution}), "
+        f"{'MobileNet-V2' if args.space == 'mobilenetv2' else 'ViT'}-style space "
+        f"(`ftmodel.search_space`, resolution {args.resolution}), "
         f"eager, profile `{name}` ({device}), batch {args.batch}, fp32; candidates priced from "
         f"their configurations (`CostOracle.latencies(configs, batches, space=space)`), "
         f"{args.chunk} per call. Host: {cpu_name()}, {threads} torch threads, torch "

@@ -13,7 +13,10 @@ from ftmodel.oracle.search_space import (BASE_STAGES, DEPTHS, EXPANSIONS, KERNEL
                                          BlockConfig, CandidateConfig, MBConv, MobileNetV2Space,
                                          StageConfig, make_divisible)
 from ftmodel.oracle.space_oracle import SearchSpace, SpaceResult
+from ftmodel.oracle.vit_space import (VIT_DEPTHS, VIT_DIMS, VIT_HEADS, VIT_MLP_RATIOS, ViTBlock,
+                                      ViTBlockConfig, ViTConfig, ViTSpace)
 
 __all__ = ["BASE_STAGES", "DEPTHS", "EXPANSIONS", "KERNELS", "WIDTHS", "BlockConfig",
            "CandidateConfig", "MBConv", "MobileNetV2Space", "SearchSpace", "SpaceResult",
-           "StageConfig", "make_divisible"]
+           "StageConfig", "VIT_DEPTHS", "VIT_DIMS", "VIT_HEADS", "VIT_MLP_RATIOS", "ViTBlock",
+           "ViTBlockConfig", "ViTConfig", "ViTSpace", "make_divisible"]

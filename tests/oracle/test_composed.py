@@ -17,6 +17,7 @@ from ftmodel.oracle import CostOracle
 from ftmodel.oracle.search_space import (BlockConfig, CandidateConfig, MobileNetV2Space,
                                          StageConfig)
 from ftmodel.oracle.space_oracle import SpaceResult
+from ftmodel.search_space import ViTBlockConfig, ViTConfig, ViTSpace
 from tests.conftest import byte_rows, mac_rows
 
 SPACE = MobileNetV2Space(resolution=64, n_classes=10)
@@ -115,3 +116,24 @@ def test_blocks_name_what_build_builds() -> None:
     assert len(model) == len(keys)
     for key, child in zip(keys, model):
         assert type(child) is type(SPACE.block(key))
+
+
+def test_a_vit_space_is_composed_exactly(profile_factory: Any) -> None:
+    """Transformer blocks: attention, layer norms, the position embedding's add, the token
+    mean (a block whose reads of its input come after a reshape)."""
+    vit = ViTSpace(resolution=64, n_classes=10)
+    rng = random.Random(7)
+    configs = [vit.sample(rng) for _ in range(2)]
+    for device in ("a100", _cached_profile(profile_factory)):
+        res = CostOracle("eager", device).latencies(configs, [1, 4], space=vit)
+        assert res.composed and res.failures == ()
+        for i, cfg in enumerate(configs):
+            torch.manual_seed(0)
+            want = predict_latency(vit.build(cfg), "eager", device, [1, 4],
+                                   inputs=vit.input_spec(), heap="kept")
+            for j, p in enumerate(want):
+                assert res.latency_s[i, j] == pytest.approx(p.latency_s, rel=1e-12)
+    with pytest.raises(InvalidArgumentError, match=r"heads 3 .*heads \(2, 4, 8\)"):
+        vit.check(ViTConfig(192, (ViTBlockConfig(3, 2),) * 6))
+    covered = {k for cfg in vit.covering() for k in vit.blocks(cfg)}
+    assert all(set(vit.blocks(vit.sample(rng))) <= covered for _ in range(50))
