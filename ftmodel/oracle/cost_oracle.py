@@ -42,6 +42,11 @@ What is cached
   recomputed for every candidate by the Predictor itself, so predictions follow any change to
   it.
 
+* **Block summaries, per block and input shape** (``latencies(configs, batches, space=...)``,
+  :mod:`ftmodel.oracle.space_oracle`): a search space's candidates are priced from their
+  configurations, never built, composed from summaries of their blocks
+  (:mod:`ftmodel.oracle.composed`) to the latency of the built candidate.
+
 What invalidates the cache
 --------------------------
 Nothing is detected automatically beyond the structure key; call :meth:`CostOracle.clear`

@@ -137,3 +137,26 @@ def test_a_vit_space_is_composed_exactly(profile_factory: Any) -> None:
         vit.check(ViTConfig(192, (ViTBlockConfig(3, 2),) * 6))
     covered = {k for cfg in vit.covering() for k in vit.blocks(cfg)}
     assert all(set(vit.blocks(vit.sample(rng))) <= covered for _ in range(50))
+
+
+@pytest.mark.parametrize("which", ["cached", "a100"])
+def test_the_batch_prices_each_candidate_as_the_reference_composition(profile_factory: Any,
+                                                                      which: str) -> None:
+    """composed_batch.PiecePool.price (many candidates at once) against composed.price (one
+    candidate, kernel by kernel), the rows of one batch of different lengths."""
+    from ftmodel.oracle.composed import price
+
+    device = _cached_profile(profile_factory) if which == "cached" else "a100"
+    oracle = CostOracle("eager", device)
+    pricer = oracle._space_pricer()  # noqa: SLF001 - the pricer under test
+    assert pricer is not None
+    configs = _configs(5, seed=11)
+    rows = [pricer.row(SPACE, cfg, 4) for cfg in configs]
+    ids = np.full((len(rows), max(map(len, rows))), -1, dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = r
+    lat, ovh, comp, bad = pricer.pool.price(ids)
+    assert not bad.any()
+    for i, r in enumerate(rows):
+        want = price([pricer.pool.pieces[k] for k in r], pricer.pricing)
+        assert (lat[i], ovh[i], comp[i]) == pytest.approx(want, rel=1e-12)
