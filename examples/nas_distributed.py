@@ -18,8 +18,8 @@ fresh oracle to 0.65 MB, a built-in GPU profile to 6 kB), makes its oracle, warm
 cache once (``space.covering()``) and asks for trials until the study holds ``--trials``
 finished ones.
 
-A worker that dies (``--kill-after N``: the first worker exits in the middle of its trial
-``N + 1``) leaves a running trial behind; the storage's heartbeat marks it failed after
+A worker that dies (``--kill-after N``: the first worker to finish ``N`` trials exits in the
+middle of its next one) leaves a running trial behind; the storage's heartbeat marks it failed after
 ``--grace-s`` and ``optuna.storages.RetryFailedTrialCallback`` enqueues it again for the
 others: no finished trial is lost (``RetryHeartbeatStaleTrialCallback`` from optuna 4.9 on). Ray Tune (``OptunaSearch`` over a local or remote Ray
 cluster) is the heavier alternative for clusters Ray already manages; see docs/api.md.
@@ -63,8 +63,17 @@ def _storage(url: str, grace_s: int) -> Any:
                                        max_retry=3))
 
 
+def _first(marker: str) -> bool:
+    """Whether this process is the first to get here (it creates ``marker``)."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
 def worker(index: int, url: str, framework: str, device: Any, batch: int, resolution: int,
-           trials: int, seed: int, grace_s: int, kill_after: int) -> None:
+           trials: int, seed: int, grace_s: int, kill_after: int, marker: str) -> None:
     """One worker process: its own oracle, trials until the study holds ``trials`` finished."""
     import optuna
     from optuna.study import MaxTrialsCallback
@@ -83,7 +92,7 @@ def worker(index: int, url: str, framework: str, device: Any, batch: int, resolu
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         nonlocal done
         cfg = space.suggest(trial)
-        if kill_after and index == 0 and done == kill_after:
+        if kill_after and done == kill_after and _first(marker):
             os._exit(1)  # dies in the middle of a trial, as a lost machine does
         res = oracle.latencies([cfg], [batch], space=space)
         if res.failures:
@@ -109,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--storage", default=None, help="an SQLAlchemy URL (default: SQLite)")
     ap.add_argument("--grace-s", type=int, default=5, help="heartbeat grace period")
     ap.add_argument("--kill-after", type=int, default=0,
-                    help="the first worker dies during its trial after this many")
+                    help="the first worker to finish this many trials dies during its next")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "local"
                                          / "nas-distributed"))
     args = ap.parse_args(argv)
@@ -129,10 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     optuna.create_study(study_name=STUDY, storage=_storage(url, args.grace_s),
                         directions=["maximize", "minimize"], load_if_exists=True)
     t0 = time.perf_counter()
+    kill_dir = tempfile.TemporaryDirectory(prefix="ftmodel-nas-kill-")
+    marker = str(Path(kill_dir.name) / "killed")  # created by the worker that dies
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=worker, args=(i, url, args.framework, device, args.batch,
                                               args.resolution, args.trials, args.seed,
-                                              args.grace_s, args.kill_after))
+                                              args.grace_s, args.kill_after, marker))
              for i in range(args.workers)]
     for p in procs:
         p.start()
@@ -159,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Framework `{args.framework}`, profile `{device}`, batch {args.batch}, MobileNet-V2 "
         f"space at {args.resolution} px, {args.workers} worker processes sharing one study "
         f"({'SQLite' if args.storage is None else 'the given storage'}); candidates priced "
-        f"from their configurations. Exit codes: {[p.exitcode for p in procs]}.", "",
+        f"from their configurations. Workers that died: "
+        f"{sum(p.exitcode != 0 for p in procs)} of {len(procs)}.", "",
         f"- {len(done)} finished trials in {elapsed:.1f} s (workers started, oracles made and "
         f"warmed included), {len(failed)} failed, {len(retried)} re-run after a failure",
         f"- Pareto front: {len(front)} candidates", "",
@@ -170,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines[:9]))
     if tmp is not None:
         tmp.cleanup()
+    kill_dir.cleanup()
     return 0 if len(done) >= args.trials else 1
 
 

@@ -11,7 +11,8 @@ gpu            onnx, onnxruntime-gpu, onnxscript,          NVML device detection
                nvidia-ml-py                                on CUDA (use instead of onnxruntime)
 zoo            torchvision, transformers, timm             the built-in model zoo and corpus
 plot           matplotlib                                  plots of reports and validations
-nas            optuna                                      the NAS example
+nas            optuna                                      the NAS examples
+distributed    ray[tune], optuna                           examples/nas_ray.py (Ray Tune)
 =============  ==========================================  ====================================
 """
 
@@ -28,7 +29,7 @@ __all__ = ["EXTRA_OF", "require"]
 EXTRA_OF = {
     "onnx": "onnxruntime", "onnxruntime": "onnxruntime", "onnxscript": "onnxruntime",
     "pynvml": "gpu", "torchvision": "zoo", "transformers": "zoo", "timm": "zoo",
-    "matplotlib": "plot", "optuna": "nas",
+    "matplotlib": "plot", "optuna": "nas", "ray": "distributed",
 }
 
 
