@@ -4,8 +4,9 @@ Used by :meth:`ftmodel.oracle.CostOracle.latencies` with ``space=``. A space nam
 candidate's blocks in order (:meth:`SearchSpace.blocks`: hashable keys) and builds one block
 from its key (:meth:`SearchSpace.block`, on the meta device). Each distinct block is built
 once; each block at each input shape is traced, lowered and summarised once
-(:func:`ftmodel.oracle.composed.piece_of`), and a candidate is priced from its blocks'
-summaries (:func:`ftmodel.oracle.composed.price`). Where that cannot be exact
+(:func:`ftmodel.oracle.composed.piece_of`), and the candidates of a call are priced from their
+blocks' summaries all at once (:meth:`ftmodel.oracle.composed_batch.PiecePool.price`, the
+vectorised form of :func:`ftmodel.oracle.composed.price`). Where that cannot be exact
 (:class:`~ftmodel.oracle.composed.NotComposable`: another framework than eager, a plain
 process's heap on a CPU), the candidate is built on the meta device and priced whole, as
 :meth:`ftmodel.oracle.CostOracle.latency` prices any model.
