@@ -168,3 +168,27 @@ def test_encoded_configurations_decode_to_themselves() -> None:
         plain = SPACE.encode(cfg)
         assert SPACE.decode(plain) == cfg
         assert all(isinstance(w, float) for w, _ in plain)
+
+
+class _BrokenSpace(MobileNetV2Space):
+    """A space one of whose blocks (the head after the widest last stage) cannot be traced."""
+
+    def block(self, key: Any, device: Any = "meta") -> Any:
+        if key == ("head", 400):
+            raise RuntimeError("this block cannot be traced")
+        return super().block(key, device)
+
+
+def test_a_block_that_fails_is_reported_with_its_configuration(tiny_profile: HardwareProfile
+                                                              ) -> None:
+    space = _BrokenSpace(resolution=64, n_classes=10)
+    rng = random.Random(13)
+    configs = [space.sample(rng) for _ in range(8)]
+    broken = [("head", 400) in space.blocks(c) for c in configs]
+    assert any(broken) and not all(broken)
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        res = CostOracle("eager", tiny_profile).latencies(configs, [1, 4], space=space)
+    assert [f.candidate for f in res.failures] == [c for c, b in zip(configs, broken) if b]
+    assert all("cannot be traced" in f.error for f in res.failures)
+    assert res.candidates == tuple(c for c, b in zip(configs, broken) if not b)
+    assert np.isfinite(res.latency_s).all() and res.latency_s.shape == (len(res), 2)
