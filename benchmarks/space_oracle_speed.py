@@ -1,6 +1,7 @@
 """How fast does the oracle price candidates from their configurations (nothing built)?
 
-    python benchmarks/space_oracle_speed.py --device benchmarks/results/cpu-epyc-turin/cpu-profile-124.json
+    python benchmarks/space_oracle_speed.py \
+        --device benchmarks/results/cpu-epyc-turin/cpu-profile-124.json
     python benchmarks/space_oracle_speed.py --device a100
     python benchmarks/space_oracle_speed.py --space vit --resolution 128
 

@@ -20,8 +20,8 @@ of their medians (6 of the 25 stages of that guest's calibrations 113-123 had pa
 first pass alone, its tuning half came out at 21.8% median APE instead of 27.7%. Where passes
 are left out, up to :data:`EXTRA_PASSES` more are timed (:func:`measure_until_agreed`), in case
 the machine comes back (calibration 124: passes at 0.93, 1.00 and 1.07, two more at 1.00, the
-tuning half at 14.1% where the median of the first three gave 15.7%). Eager's slow passes are kept: left out, two calibrations' tuning halves
-came out 0.1 and 0.8 points worse.
+tuning half at 14.1% where the median of the first three gave 15.7%). Eager's slow passes are
+kept: left out, two calibrations' tuning halves came out 0.1 and 0.8 points worse.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ cache once (``space.covering()``) and asks for trials until the study holds ``--
 finished ones.
 
 A worker that dies (``--kill-after N``: the first worker to finish ``N`` trials exits in the
-middle of its next one) leaves a running trial behind; the storage's heartbeat marks it failed after
-``--grace-s`` and ``optuna.storages.RetryFailedTrialCallback`` enqueues it again for the
-others: no finished trial is lost (``RetryHeartbeatStaleTrialCallback`` from optuna 4.9 on). Ray Tune (``OptunaSearch`` over a local or remote Ray
-cluster) is the heavier alternative for clusters Ray already manages; see docs/api.md.
+middle of its next one) leaves a running trial behind; the storage's heartbeat marks it failed
+after ``--grace-s`` and ``optuna.storages.RetryFailedTrialCallback`` enqueues it again for the
+others: no finished trial is lost (``RetryHeartbeatStaleTrialCallback`` from optuna 4.9 on). Ray
+Tune (``OptunaSearch`` over a local or remote Ray cluster) is the heavier alternative for
+clusters Ray already manages; see docs/api.md.
 
 Writes ``<out>.csv`` (every finished trial), ``<out>.md`` (summary, the Pareto front).
 """

@@ -41,16 +41,12 @@ _ORACLE: dict[str, Any] = {}  # per worker process: the oracle, made on its firs
 
 
 def config_of(params: dict[str, Any]) -> Any:
-    """The MobileNet-V2 configuration of a trial's parameters (``MobileNetV2Space.suggest``'s
-    names: ``s<i>_depth``, ``s<i>_width``, ``s<i>_b<j>_expansion``, ``s<i>_b<j>_kernel``)."""
-    from ftmodel.search_space import BASE_STAGES, BlockConfig, CandidateConfig, StageConfig
-    stages = []
-    for i in range(len(BASE_STAGES)):
-        depth = int(params.get(f"s{i}_depth", 1))
-        stages.append(StageConfig(float(params[f"s{i}_width"]), tuple(
-            BlockConfig(int(params[f"s{i}_b{j}_expansion"]), int(params[f"s{i}_b{j}_kernel"]))
-            for j in range(depth))))
-    return CandidateConfig(tuple(stages))
+    """The MobileNet-V2 configuration of a trial's parameters: the space's own ``suggest``
+    replayed on them (``optuna.trial.FixedTrial``)."""
+    import optuna
+
+    from ftmodel.search_space import MobileNetV2Space
+    return MobileNetV2Space().suggest(optuna.trial.FixedTrial(params))
 
 
 class Define:
@@ -166,14 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         ids = {r["trial"] for r in front}
         w.writerows({**r, "pareto": int(r["trial"] in ids)} for r in rows)
     errors = sum(1 for r in grid if r.error is not None)
+    where = f"cluster {args.address}" if args.address else f"a local Ray with {os.cpu_count()} CPUs"
     lines = [
         "# NAS on Ray Tune: OptunaSearch, the oracle on Ray's workers", "",
         "`" + " ".join(["python examples/nas_ray.py"] + (sys.argv[1:] if argv is None else argv))
         + "`", "",
         f"Framework `{args.framework}`, profile `{device}` ({len(pickle.dumps(profile)):,} "
         f"bytes pickled), batch {args.batch}, MobileNet-V2 space at {args.resolution} px; Ray "
-        f"{ray.__version__}, {'a local Ray with ' + str(os.cpu_count()) + ' CPUs' if not args.address else 'cluster ' + args.address}"
-        f"; candidates priced from their configurations.", "",
+        f"{ray.__version__}, {where}; candidates priced from their configurations.", "",
         f"- {len(rows)} of {args.trials} trials finished in {elapsed:.1f} s (Ray started, "
         f"workers' oracles made included), {errors} ended in an error, on "
         f"{len({r['worker'] for r in rows})} worker processes"

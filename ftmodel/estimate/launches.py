@@ -36,11 +36,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
+
 from ftmodel.program import Kernel, Program, kernel_events
 from ftmodel.hardware.host_priors import BORROWS_FROM, OWN_LAYOUT_CLASSES
 from ftmodel.hardware.profile import DeviceProfile
 
-__all__ = ["AUX_CLASS", "dtype_key", "expand_launches", "helper_table", "helpers_of",
+__all__ = ["AUX_CLASS", "dtype_key", "expand_launches", "helper_counts", "helper_table",
+           "helpers_of",
            "launches_per_op"]
 
 AUX_CLASS = "aux"
@@ -75,6 +78,14 @@ def helpers_of(extra_per_op: float, index: int) -> int:
     """Helper kernels of the ``index``-th op (from 0) of a class whose ops launch
     ``extra_per_op`` helpers on average (the module docstring's rounding)."""
     return _round(extra_per_op * (index + 1)) - _round(extra_per_op * index)
+
+
+def helper_counts(extra_per_op: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """:func:`helpers_of` for arrays of ops (``index``: each op's position in its class)."""
+    k = index.astype(np.float64)
+    counts: np.ndarray = (np.floor(extra_per_op * (k + 1) + 0.5)
+                          - np.floor(extra_per_op * k + 0.5)).astype(np.int64)
+    return counts
 
 
 def expand_launches(program: Program, device: DeviceProfile, framework: str) -> Program:

@@ -41,7 +41,8 @@ import numpy as np
 
 from ftmodel.api import Predictor
 from ftmodel.estimate.cache import operand_events
-from ftmodel.estimate.launches import AUX_CLASS, dtype_key, helper_table, launches_per_op
+from ftmodel.estimate.launches import (AUX_CLASS, dtype_key, helper_counts, helper_table,
+                                       launches_per_op)
 from ftmodel.estimate.timeline import kernel_host_costs_s, kernel_kinds
 from ftmodel.hardware.profile import KIND_SCALES
 from ftmodel.oracle.segment_trace import EagerBlock, TensorMeta
@@ -141,8 +142,7 @@ def piece_of(block: EagerBlock, predictor: Predictor, pricing: Pricing,
     ``"<class>:<dtype>"`` keys helper kernels are counted by (grown here; one per oracle)."""
     ks = block.program.kernels
     n = len(ks)
-    warns: list[str] = []
-    hot, cold = predictor.hot_cold_times_s(ks, warns)
+    hot, cold = predictor.hot_cold_times_s(ks, [])  # its warnings: SpaceResult has none
     ev = operand_events(ks)
     after = np.cumsum(ev.sizes)
     before = after - ev.sizes
@@ -258,9 +258,7 @@ def _with_helpers(key: np.ndarray, per_op: np.ndarray, dev: np.ndarray, own: np.
     extra = np.zeros(len(key), dtype=np.int64)
     for h in np.unique(key[key >= 0]).tolist():
         at = np.flatnonzero(key == h)
-        x = per_op[at]
-        k = np.arange(len(at), dtype=np.float64)
-        extra[at] = (np.floor(x * (k + 1) + 0.5) - np.floor(x * k + 0.5)).astype(np.int64)
+        extra[at] = helper_counts(per_op[at], np.arange(len(at)))
     if not extra.any():
         return dev, own, entry
     counts = extra + 1

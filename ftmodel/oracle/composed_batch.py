@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ftmodel.estimate.launches import helper_counts
 from ftmodel.oracle.composed import Piece, Pricing
 
 __all__ = ["PiecePool"]
@@ -163,9 +164,7 @@ class PiecePool:
             rows = k_row[at]
             seen = np.bincount(rows, minlength=m)
             first = np.cumsum(seen) - seen  # each row's first op of this class
-            k = (np.arange(len(at)) - first[rows]).astype(np.float64)
-            x = per_op[at]
-            extra[at] = (np.floor(x * (k + 1) + 0.5) - np.floor(x * k + 0.5)).astype(np.int64)
+            extra[at] = helper_counts(per_op[at], np.arange(len(at)) - first[rows])
         if not extra.any():
             return dev, own, entry, k_row
         counts = extra + 1

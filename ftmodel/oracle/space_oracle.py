@@ -95,9 +95,11 @@ class SpacePricer:
             d.clear()
         self._meta_of.clear()
 
-    def row(self, space: SearchSpace, cfg: Any, batch: int) -> list[int]:
+    def row(self, space: SearchSpace, cfg: Any, batch: int,
+            keys: Sequence[Hashable] | None = None) -> list[int]:
         """The piece numbers of candidate ``cfg`` at ``batch``, in block order (pieces made
-        on first sight; a block that cannot be summarised raises NotComposable)."""
+        on first sight; a block that cannot be summarised raises NotComposable). ``keys``:
+        ``space.blocks(cfg)``, where already known."""
         sid = id(space)
         meta = self._inputs.get((sid, batch))
         if meta is None:
@@ -105,7 +107,7 @@ class SpacePricer:
             meta = self._inputs[(sid, batch)] = self._meta(self._input(space, batch))
         out = []
         pieces = self._pieces
-        for key in space.blocks(cfg):
+        for key in space.blocks(cfg) if keys is None else keys:
             got = pieces.get((sid, key, meta))
             if got is None:
                 got = self._piece(space, sid, key, meta)
@@ -165,27 +167,28 @@ def space_latencies(pricer: SpacePricer | None, whole: Any, space: SearchSpace,
     whole_rows = np.ones(n, dtype=bool) if pricer is None else np.zeros(n, dtype=bool)
     errors: dict[int, BaseException] = {}
     if pricer is not None:
-        for j, b in enumerate(batches):
-            rows: list[list[int]] = []
-            for i, cfg in enumerate(configs):
-                try:
-                    rows.append(pricer.row(space, cfg, b) if not whole_rows[i] else [])
-                except NotComposable:
-                    whole_rows[i] = True
-                    rows.append([])
-                except InvalidArgumentError:  # a configuration outside the space
-                    raise
-                except Exception as err:  # noqa: BLE001 - one bad candidate never ends a search
-                    errors.setdefault(i, err)
-                    rows.append([])
-            width = max((len(r) for r in rows), default=0)
+        rows: list[list[list[int]]] = [[[] for _ in configs] for _ in batches]  # [batch][cfg]
+        for i, cfg in enumerate(configs):
+            try:
+                keys = space.blocks(cfg)  # checks it: one outside the space raises
+                for j, b in enumerate(batches):
+                    rows[j][i] = pricer.row(space, cfg, b, keys)
+            except NotComposable:
+                whole_rows[i] = True
+            except InvalidArgumentError:  # a configuration outside the space
+                raise
+            except Exception as err:  # noqa: BLE001 - one bad candidate never ends a search
+                errors[i] = err
+        for j, batch_rows in enumerate(rows):
+            width = max((len(r) for r in batch_rows), default=0)
             ids = np.full((n, width), -1, dtype=np.int64)
-            for i, r in enumerate(rows):
-                ids[i, :len(r)] = r
+            for i, r in enumerate(batch_rows):
+                if not (whole_rows[i] or i in errors):
+                    ids[i, :len(r)] = r
             lat, ovh, comp, bad = pricer.pool.price(ids)
             out[:, :, j] = lat, ovh, comp
             whole_rows |= bad
-    for i in np.flatnonzero(whole_rows & ~np.isin(np.arange(n), list(errors))).tolist():
+    for i in [i for i in range(n) if whole_rows[i] and i not in errors]:
         try:
             preds = whole(space.build(configs[i], device="meta"), list(batches),
                           space.input_spec())

@@ -9,6 +9,7 @@ import re
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,9 @@ def _example() -> object:
 
 def test_optuna_storage_search_loses_no_finished_trial(tmp_path: Path) -> None:
     pytest.importorskip("optuna")
-    example = _example()
+    example: Any = _example()
     out = tmp_path / "nas"
-    rc = example.main(["--device", "a100", "--workers", "2", "--trials", "40",  # type: ignore[attr-defined]
+    rc = example.main(["--device", "a100", "--workers", "2", "--trials", "40",
                        "--resolution", "64", "--kill-after", "4", "--grace-s", "3",
                        "--out", str(out)])
     assert rc == 0
@@ -40,7 +41,9 @@ def test_optuna_storage_search_loses_no_finished_trial(tmp_path: Path) -> None:
     assert "Workers that died: 1 of 2." in summary
     # its trial failed and was run again (a busy machine may let a live worker's heartbeat
     # lapse too: at least one of each)
-    failed, rerun = map(int, re.search(r"(\d+) failed, (\d+) re-run", summary).groups())  # type: ignore[union-attr]
+    found = re.search(r"(\d+) failed, (\d+) re-run", summary)
+    assert found is not None
+    failed, rerun = map(int, found.groups())
     assert failed >= 1 and rerun >= 1
 
 
